@@ -1,0 +1,300 @@
+"""Lossless self-speculative decoding: draft with some layers, verify with all of them in one pass.
+
+One decoding step (:meth:`DecodingSession.step`), in the numbered order of transformers'
+``_assisted_decoding``:
+
+1. **Draft.** Feed the pending token through the layers the :class:`~leap.core.config.LayerConfig`
+   keeps (skipped layers: not at all; repeated ones: twice), pick a token (argmax, or a sample from
+   ``q``), feed it back, until the :class:`~leap.core.policies.DraftPolicy` says stop.
+2. **Verify.** One forward of the full model over ``[pending, d_1..d_k]`` gives the target
+   distributions ``p_1..p_{k+1}``.
+3. **Accept.** Greedy prefix match or the speculative sampling rule (:mod:`leap.core.sampling`).
+4. **Roll back.** Crop every layer's KV cache to the committed length (per layer: after a draft,
+   executed and skipped layers hold caches of different lengths). Nothing is cloned.
+5. **Feed back.** The policy hears how many draft tokens were accepted.
+
+Exact-prefix reuse (``reuse_prefix=True``, default): the layers before the first skipped or repeated
+layer compute in the draft exactly what the verifier would compute, so their cache entries for draft
+tokens are kept and the verifier starts at the first non-executed layer from the hidden states the
+draft saved there (LayerSkip's trick for early exit, generalised). Only the last draft token still
+runs through those layers during verification.
+
+Plain decoding is the same loop with no draft (``config=None``): step 2 over the pending token alone.
+
+Who calls what: :meth:`SelfSpecDecoder.generate` for a whole prompt; :meth:`SelfSpecDecoder.start`
+returns a :class:`DecodingSession` whose :meth:`~DecodingSession.step` takes a configuration per step,
+which is how search agents try a new configuration on every real iteration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from leap.core.config import LayerConfig
+from leap.core.draft_head import DraftHead
+from leap.core.errors import ContextLengthError, SettingsError
+from leap.core.layers import LayerStack, plan_for
+from leap.core.model import LeapModel
+from leap.core.outcome import GenerationOutcome, StepRecord
+from leap.core.policies import DraftPolicy, make_policy
+from leap.core.sampling import SamplingSettings, greedy_accept, sample, speculative_accept, target_probs
+
+__all__ = ["SelfSpecDecoder", "DecodingSession"]
+
+_DEFAULT = object()  # "use the decoder's configuration" in DecodingSession.step
+
+
+class SelfSpecDecoder:
+    """Self-speculative decoder over a :class:`LeapModel`.
+
+    Args:
+        model: the model (see :func:`leap.core.model.load_model`).
+        config: the draft's layer configuration; ``None`` = plain autoregressive decoding.
+        policy: a draft-length policy name from ``draft_policies`` or an instance.
+        policy_kwargs: constructor arguments for a policy given by name.
+        reuse_prefix: keep the exact-prefix layers' draft work (see the module docstring).
+        draft_vocab: restrict the draft's LM head to this many frequent tokens (plus the prompt's).
+
+    Example::
+
+        model = load_model("smollm2")
+        decoder = SelfSpecDecoder(model, LayerConfig.from_sets(30, skip=[10, 14, 18]))
+        out = decoder.generate("What is speculative decoding?", max_new_tokens=64, chat=True)
+        print(out.text, out.mean_accepted)
+    """
+
+    def __init__(
+        self,
+        model: LeapModel,
+        config: LayerConfig | None = None,
+        policy: str | DraftPolicy = "fixed",
+        *,
+        policy_kwargs: dict | None = None,
+        reuse_prefix: bool = True,
+        draft_vocab: int | None = None,
+    ) -> None:
+        self.model = model
+        self.stack = LayerStack(model)
+        if config is not None:
+            config.check_num_layers(model.num_layers)
+        self.config = config
+        self.policy = make_policy(policy, **(policy_kwargs or {}))
+        self.reuse_prefix = reuse_prefix
+        if draft_vocab is not None and draft_vocab < 1:
+            raise SettingsError(f"draft_vocab must be a positive number of tokens, got {draft_vocab}")
+        self.draft_vocab = draft_vocab
+
+    def start(
+        self,
+        prompt: str | Sequence[int],
+        *,
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        generator: torch.Generator | None = None,
+        chat: bool = False,
+    ) -> DecodingSession:
+        """Prefill ``prompt`` (text or token ids) and return a session to step through."""
+        ids = self.model.encode(prompt, chat=chat) if isinstance(prompt, str) else [int(i) for i in prompt]
+        settings = SamplingSettings(temperature, top_p)
+        if generator is None:
+            generator = torch.Generator(device=self.model.device)
+            if seed is None:
+                generator.seed()
+            else:
+                generator.manual_seed(int(seed))
+        return DecodingSession(self, ids, max_new_tokens, settings, generator)
+
+    def generate(self, prompt: str | Sequence[int], **kwargs) -> GenerationOutcome:
+        """Decode ``prompt`` to EOS or ``max_new_tokens`` (arguments as in :meth:`start`)."""
+        session = self.start(prompt, **kwargs)
+        while not session.done:
+            session.step()
+        return session.outcome()
+
+
+class DecodingSession:
+    """The state of one prompt's decoding: committed tokens, KV cache, step records.
+
+    Invariant between steps: every layer's cache holds ``len(tokens) - 1`` entries; the last committed
+    token is pending (chosen, not yet fed through the model).
+    """
+
+    def __init__(
+        self,
+        decoder: SelfSpecDecoder,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        settings: SamplingSettings,
+        generator: torch.Generator,
+    ) -> None:
+        model = decoder.model
+        if not prompt_ids:
+            raise SettingsError("the prompt is empty; give at least one token")
+        if int(max_new_tokens) < 1:
+            raise SettingsError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        bad = [i for i in prompt_ids if not 0 <= i < model.vocab_size]
+        if bad:
+            raise SettingsError(f"token ids {bad[:5]} are outside the vocabulary (0..{model.vocab_size - 1})")
+        if len(prompt_ids) + max_new_tokens > model.max_context:
+            raise ContextLengthError(
+                f"the prompt has {len(prompt_ids)} tokens and {max_new_tokens} new tokens were asked for, "
+                f"but {model.name} holds at most {model.max_context}; shorten the prompt or lower "
+                "--max-new-tokens"
+            )
+        self.decoder = decoder
+        self.stack = decoder.stack
+        self.policy = decoder.policy
+        self.settings = settings
+        self.generator = generator
+        self.prompt_len = len(prompt_ids)
+        self.max_new_tokens = int(max_new_tokens)
+        self.tokens: list[int] = list(prompt_ids)
+        self.steps: list[StepRecord] = []
+        self.stop_reason = ""
+        self._eos = model.eos_token_ids
+        self._draft_head = (
+            DraftHead.frequent(model.lm_head, decoder.draft_vocab, [*prompt_ids, *self._eos])
+            if decoder.draft_vocab
+            else None
+        )
+        self.cache = self.stack.new_cache()
+        with torch.inference_mode():
+            t0 = self.stack.clock()
+            if len(prompt_ids) > 1:
+                self.stack.forward_hidden_only(prompt_ids[:-1], self.cache)
+            self.prefill_time_s = self.stack.clock() - t0
+        self.decode_time_s = 0.0
+
+    # ------------------------------------------------------------------ views
+    @property
+    def new_token_ids(self) -> list[int]:
+        return self.tokens[self.prompt_len :]
+
+    @property
+    def done(self) -> bool:
+        return bool(self.stop_reason)
+
+    @property
+    def remaining(self) -> int:
+        return self.max_new_tokens - len(self.new_token_ids)
+
+    # ------------------------------------------------------------------ one iteration
+    def step(self, config: LayerConfig | None = _DEFAULT) -> StepRecord:  # type: ignore[assignment]
+        """One draft/verify iteration under ``config`` (default: the decoder's; None: plain)."""
+        if self.done:
+            raise RuntimeError(f"this session has finished ({self.stop_reason}); start a new one")
+        cfg = self.decoder.config if config is _DEFAULT else config
+        if cfg is not None:
+            cfg.check_num_layers(self.stack.num_layers)
+        with torch.inference_mode():
+            record = self._step(cfg)
+        self.steps.append(record)
+        self.decode_time_s += record.time_s
+        return record
+
+    def _step(self, cfg: LayerConfig | None) -> StepRecord:
+        stack, settings = self.stack, self.settings
+        base = len(self.tokens) - 1  # cache length of every layer; tokens[base] is pending
+        pending = self.tokens[base]
+        fwd = 0.0
+        t_start = stack.clock()
+
+        # 1. Draft ------------------------------------------------------------
+        draft: list[int] = []
+        q_rows: list[torch.Tensor] = []
+        saved: list[torch.Tensor] = []
+        prefix = 0
+        max_k = self.remaining - 1  # the verifier always adds one token of its own
+        if cfg is not None and max_k > 0:
+            passes = [a.passes for a in cfg.actions]
+            prefix = cfg.exact_prefix if self.decoder.reuse_prefix else 0
+            head_plan, tail_plan = plan_for(passes, 0, prefix), plan_for(passes, prefix)
+            self.policy.begin()
+            token = pending
+            while len(draft) < max_k:
+                t0 = stack.clock()
+                hidden = stack.run_layers(stack.embed([token]), head_plan, self.cache, base + len(draft))
+                saved.append(hidden)
+                hidden = stack.run_layers(hidden, tail_plan, self.cache, base + len(draft))
+                logits = stack.logits(hidden, self._draft_head)[0]
+                fwd += stack.clock() - t0
+                q = target_probs(logits.unsqueeze(0), settings)[0]
+                token = int(logits.argmax()) if settings.greedy else sample(q, self.generator)
+                draft.append(token)
+                q_rows.append(q)
+                if token in self._eos or self.policy.should_stop(len(draft), q):
+                    break
+            stack.rollback(self.cache, base, range(prefix, stack.num_layers))
+        t_draft = stack.clock()
+
+        # 2. Verify: one forward of the full model ----------------------------
+        k = len(draft)
+        t0 = stack.clock()
+        if k and prefix:
+            full = stack.full_plan
+            last = stack.run_layers(stack.embed([draft[-1]]), full[:prefix], self.cache, base + k)
+            hidden = torch.cat([*saved, last], dim=1)
+            hidden = stack.run_layers(hidden, full[prefix:], self.cache, base)
+        else:
+            hidden = stack.run_layers(stack.embed([pending, *draft]), stack.full_plan, self.cache, base)
+        logits = stack.logits(hidden)
+        fwd += stack.clock() - t0
+
+        # 3. Accept ------------------------------------------------------------
+        if settings.greedy:
+            accepted, next_token = greedy_accept(draft, logits)
+        else:
+            p = target_probs(logits, settings)
+            q = torch.stack(q_rows) if q_rows else p[:0]
+            accepted, next_token = speculative_accept(draft, q, p, self.generator)
+        new = [*draft[:accepted], next_token]
+
+        # 4. Roll back every layer to the committed length ---------------------
+        stack.rollback(self.cache, base + accepted + 1)
+
+        # 5. Feed back; commit, stopping at EOS or the budget -------------------
+        if cfg is not None and k:
+            self.policy.feedback(k, accepted)
+        for i, tok in enumerate(new):
+            if tok in self._eos:
+                new = new[: i + 1]
+                self.stop_reason = "eos"
+                break
+        new = new[: self.remaining]
+        self.tokens.extend(new)
+        if not self.stop_reason and self.remaining <= 0:
+            self.stop_reason = "max_new_tokens"
+        t_end = stack.clock()
+        return StepRecord(
+            drafted=k,
+            accepted=accepted,
+            committed=len(new),
+            draft_time_s=t_draft - t_start,
+            verify_time_s=t_end - t_draft,
+            forward_time_s=fwd,
+            layer_passes=k * cfg.layer_passes if cfg is not None else 0,
+            config=str(cfg) if cfg is not None else None,
+        )
+
+    # ------------------------------------------------------------------ result
+    def outcome(self) -> GenerationOutcome:
+        """The :class:`GenerationOutcome` so far (complete once :attr:`done`)."""
+        cfg = self.decoder.config
+        return GenerationOutcome(
+            text=self.decoder.model.decode(self.new_token_ids),
+            token_ids=list(self.new_token_ids),
+            prompt_tokens=self.prompt_len,
+            wall_time_s=self.prefill_time_s + self.decode_time_s,
+            prefill_time_s=self.prefill_time_s,
+            stop_reason=self.stop_reason or "running",
+            config=str(cfg) if cfg is not None else None,
+            policy=self.policy.name if cfg is not None else None,
+            temperature=self.settings.temperature,
+            top_p=self.settings.top_p,
+            steps=list(self.steps),
+            policy_state=self.policy.state() if cfg is not None else {},
+        )

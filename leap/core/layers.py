@@ -1,0 +1,151 @@
+"""Running a decoder layer by layer, with per-layer KV caches that can be rolled back.
+
+:class:`LayerStack` is the only place that touches transformers' modules: the decoder layers, rotary
+embeddings and ``DynamicCache`` are transformers' own, called exactly as ``LlamaModel.forward`` calls
+them, but one layer at a time so that a draft can skip or repeat layers.
+
+Cache layout (the invariant the decoder keeps): between decoding steps every layer's cache holds the
+keys/values of all committed tokens except the last one, which is *pending* (it has been chosen but
+not yet fed through the model). During a draft, executed layers append entries for draft positions
+and skipped layers append none, so layers hold caches of different lengths; :meth:`rollback` crops
+each layer back to a given length (``DynamicLayer.crop`` takes a negative count in transformers 5).
+Nothing is ever cloned: a crop is a view of the cached tensor.
+
+REPEAT (second pass of a layer on the same position): :meth:`run_layers` crops the first pass's new
+entries and lets the second pass append its own, so the repeated layer's cache holds the second pass's
+keys/values for the draft position. All draft entries are rolled back before verification.
+
+Who calls what: :class:`leap.core.decoder.DecodingSession` calls :meth:`embed`, :meth:`run_layers`,
+:meth:`logits` and :meth:`rollback`; redundancy metrics (``leap.redundancy``) read per-layer hidden
+states through :meth:`run_layers`'s ``record`` argument.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import torch
+
+from leap.core.model import LeapModel
+
+__all__ = ["LayerStack", "LayerPlan", "plan_for"]
+
+# (layer index, passes) pairs in execution order; passes is 1 (execute) or 2 (repeat).
+LayerPlan = tuple[tuple[int, int], ...]
+
+
+def plan_for(actions: Sequence[int], start: int = 0, stop: int | None = None) -> LayerPlan:
+    """The plan that runs layers ``start..stop-1`` with the given number of passes each (0 = skip)."""
+    stop = len(actions) if stop is None else stop
+    return tuple((i, actions[i]) for i in range(start, stop) if actions[i] > 0)
+
+
+class LayerStack:
+    """Layer-wise forward passes over a :class:`LeapModel`.
+    """
+
+    def __init__(self, model: LeapModel) -> None:
+        self.model = model
+        self.num_layers = model.num_layers
+        self.device = model.device
+        self.dtype = model.dtype
+        self._sync = self.device.type == "cuda"
+        self._neg_inf = torch.finfo(self.dtype).min
+
+    # ------------------------------------------------------------------ timing
+    def clock(self) -> float:
+        """``time.perf_counter`` after synchronising the GPU, so GPU work is counted where it ran."""
+        if self._sync:
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    # ------------------------------------------------------------------ cache
+    def new_cache(self):
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.model.config)
+
+    @staticmethod
+    def cache_length(cache, layer: int) -> int:
+        return cache.layers[layer].get_seq_length()
+
+    def rollback(self, cache, length: int, layers: Sequence[int] | range | None = None) -> None:
+        """Crop the cache of each layer in ``layers`` (default: all) to ``length`` entries."""
+        for i in range(self.num_layers) if layers is None else layers:
+            extra = cache.layers[i].get_seq_length() - length
+            if extra > 0:
+                cache.layers[i].crop(-extra)
+
+    # ------------------------------------------------------------------ forward pieces
+    def embed(self, token_ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
+        ids = torch.as_tensor(token_ids, dtype=torch.long, device=self.device).view(1, -1)
+        return self.model.embed_tokens(ids)
+
+    def _positions(self, start: int, length: int, hidden: torch.Tensor):
+        position_ids = torch.arange(start, start + length, device=self.device).view(1, -1)
+        return position_ids, self.model.rotary_emb(hidden, position_ids=position_ids)
+
+    def _mask(self, past: int, length: int) -> torch.Tensor | None:
+        """Additive causal mask for ``length`` queries after ``past`` cached keys (None when q = 1)."""
+        if length == 1:
+            return None
+        q = torch.arange(length, device=self.device).view(-1, 1) + past
+        k = torch.arange(past + length, device=self.device).view(1, -1)
+        mask = torch.zeros(length, past + length, dtype=self.dtype, device=self.device)
+        mask.masked_fill_(k > q, self._neg_inf)
+        return mask.view(1, 1, length, past + length)
+
+    def run_layers(
+        self,
+        hidden: torch.Tensor,
+        plan: LayerPlan,
+        cache,
+        start: int,
+        *,
+        record: dict[int, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Run ``hidden`` (positions ``start..start+q-1``) through the layers of ``plan``.
+
+        Args:
+            hidden: ``[1, q, hidden]`` input of the first layer in the plan.
+            plan: (layer, passes) pairs; each layer appends ``q`` entries to its own cache.
+            cache: a ``DynamicCache`` whose layer ``i`` must hold exactly ``start`` entries when
+                layer ``i`` runs.
+            record: if given, ``record[i]`` receives the input of layer ``i`` for each planned layer.
+        """
+        q = hidden.shape[1]
+        position_ids, position_embeddings = self._positions(start, q, hidden)
+        mask = self._mask(start, q)
+        layers = self.model.layers
+        for index, passes in plan:
+            if record is not None:
+                record[index] = hidden
+            layer = layers[index]
+            for p in range(passes):
+                if p:  # REPEAT: the second pass replaces the first pass's cache entries
+                    cache.layers[index].crop(-q)
+                hidden = layer(
+                    hidden,
+                    attention_mask=mask,
+                    position_ids=position_ids,
+                    past_key_values=cache,
+                    use_cache=True,
+                    position_embeddings=position_embeddings,
+                )
+                if isinstance(hidden, tuple):  # older transformers return (hidden, ...)
+                    hidden = hidden[0]
+        return hidden
+
+    def logits(self, hidden: torch.Tensor, head: torch.nn.Module | None = None) -> torch.Tensor:
+        """Final norm and LM head (or a restricted ``head``) over ``[1, q, hidden]`` -> ``[q, vocab]``."""
+        normed = self.model.norm(hidden)
+        return (head or self.model.lm_head)(normed)[0].float()
+
+    @property
+    def full_plan(self) -> LayerPlan:
+        return tuple((i, 1) for i in range(self.num_layers))
+
+    def forward_hidden_only(self, token_ids: Sequence[int], cache, start: int = 0) -> torch.Tensor:
+        """Run every layer over ``token_ids`` to fill the cache (prefill); returns the last hidden state."""
+        return self.run_layers(self.embed(token_ids), self.full_plan, cache, start)
