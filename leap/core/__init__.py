@@ -10,7 +10,7 @@ from leap.core.errors import (
     SettingsError,
     UnknownNameError,
 )
-from leap.core.model import DEFAULT_MODEL, LeapModel, load_model, resolve_model
+from leap.core.model import DEFAULT_MODEL, LeapModel, load_model, resolve_model, wrap_model
 from leap.core.outcome import GenerationOutcome, StepRecord
 from leap.core.policies import DraftPolicy, draft_policies, make_policy
 from leap.core.registry import Registry
@@ -24,6 +24,7 @@ __all__ = [
     "LeapModel",
     "load_model",
     "resolve_model",
+    "wrap_model",
     "DEFAULT_MODEL",
     "GenerationOutcome",
     "StepRecord",

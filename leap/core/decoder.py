@@ -69,7 +69,7 @@ class SelfSpecDecoder:
         self,
         model: LeapModel,
         config: LayerConfig | None = None,
-        policy: str | DraftPolicy = "fixed",
+        policy: str | DraftPolicy = "confidence",
         *,
         policy_kwargs: dict | None = None,
         reuse_prefix: bool = True,
@@ -252,14 +252,7 @@ class DecodingSession:
             q = torch.stack(q_rows) if q_rows else p[:0]
             accepted, next_token = speculative_accept(draft, q, p, self.generator)
         new = [*draft[:accepted], next_token]
-
-        # 4. Roll back every layer to the committed length ---------------------
-        stack.rollback(self.cache, base + accepted + 1)
-
-        # 5. Feed back; commit, stopping at EOS or the budget -------------------
-        if cfg is not None and k:
-            self.policy.feedback(k, accepted)
-        for i, tok in enumerate(new):
+        for i, tok in enumerate(new):  # commit up to EOS and within the budget
             if tok in self._eos:
                 new = new[: i + 1]
                 self.stop_reason = "eos"
@@ -268,6 +261,13 @@ class DecodingSession:
         self.tokens.extend(new)
         if not self.stop_reason and self.remaining <= 0:
             self.stop_reason = "max_new_tokens"
+
+        # 4. Roll back every layer to the committed length (all but the pending token)
+        stack.rollback(self.cache, len(self.tokens) - 1)
+
+        # 5. Feed back ----------------------------------------------------------
+        if cfg is not None and k:
+            self.policy.feedback(k, accepted)
         t_end = stack.clock()
         return StepRecord(
             drafted=k,

@@ -34,7 +34,7 @@ from torch import nn
 from leap.core.errors import LeapError, ModelNotFoundError
 from leap.core.fast_linear import accelerate_linears
 
-__all__ = ["LeapModel", "load_model", "resolve_model", "ModelSource", "DEFAULT_MODEL"]
+__all__ = ["LeapModel", "load_model", "wrap_model", "resolve_model", "ModelSource", "DEFAULT_MODEL"]
 
 DEFAULT_MODEL = "smollm2"
 _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -217,13 +217,16 @@ def _load_hf(source: ModelSource, dtype: torch.dtype, cache: bool) -> tuple[nn.M
 
     if source.gguf_file is None:
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source.path)
             model = AutoModelForCausalLM.from_pretrained(source.path, dtype=dtype)
         except OSError as err:
             raise ModelNotFoundError(
                 f"could not load {source.path!r}: {err}. Nothing is downloaded on machines without "
                 "a hub; pass a local directory or .gguf file instead"
             ) from err
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source.path)
+        except (OSError, ValueError, TypeError):
+            tokenizer = None  # token-id prompts still work; text prompts get a clear error
         return model, tokenizer
 
     cached = _gguf_cache_dir(source) if cache else None
@@ -289,10 +292,26 @@ def load_model(
     dev = _pick_device(device)
     dt = _pick_dtype(dtype, dev)
     model, tokenizer = _load_hf(source, dt, cache)
-    model = model.to(dev).eval()
-    info = {"source": source.path, "gguf_file": source.gguf_file, "device": str(dev), "dtype": str(dt)}
+    info = {"source": source.path, "gguf_file": source.gguf_file}
+    return wrap_model(model.to(dev), tokenizer, name=source.label or name, fast_linear=fast_linear, info=info)
+
+
+def wrap_model(
+    hf_model: nn.Module,
+    tokenizer: Any = None,
+    *,
+    name: str = "model",
+    fast_linear: bool | None = None,
+    info: dict[str, Any] | None = None,
+) -> LeapModel:
+    """Wrap an in-memory causal LM (tests build tiny random ones) as :func:`load_model` would.
+
+    ``fast_linear=None`` turns on :class:`~leap.core.fast_linear.OneDNNLinear` for float32 CPU models.
+    """
+    hf_model.eval()
+    weight = hf_model.get_output_embeddings().weight
+    info = {**(info or {}), "device": str(weight.device), "dtype": str(weight.dtype).replace("torch.", "")}
     if fast_linear is None:
-        fast_linear = dev.type == "cpu" and dt == torch.float32
-    if fast_linear:
-        info["onednn_linears"] = accelerate_linears(model)
-    return LeapModel(model, tokenizer, name=source.label or name, info=info)
+        fast_linear = weight.device.type == "cpu" and weight.dtype == torch.float32
+    info["onednn_linears"] = accelerate_linears(hf_model) if fast_linear else 0
+    return LeapModel(hf_model, tokenizer, name=name, info=info)

@@ -1,0 +1,156 @@
+"""The ``leap`` command line.
+
+``leap generate PROMPT`` decodes one prompt on the default model (or ``--model``), plainly
+(``--method ar``) or self-speculatively under a layer configuration (``--config`` / ``--skip`` /
+``--repeat``); ``--compare`` also runs plain decoding and reports the speedup and whether the tokens
+are identical. ``leap policies`` lists the registered draft-length policies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["main", "build_parser"]
+
+
+def _policy_kwargs(items: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"leap: --policy-arg takes KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="smollm2", help="smollm2 (default), a .gguf file, a model folder or a hub id")
+    p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:1 ...")
+    p.add_argument("--dtype", default=None, help="float32 (CPU default), bfloat16 (GPU default), float16")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--no-fast-linear", action="store_true", help="keep torch's own float32 linears on the CPU")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="leap", description="Self-speculative decoding workbench")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("generate", help="decode one prompt (plain or self-speculative)")
+    g.add_argument("prompt", help="the prompt text (use --chat to wrap it in the chat template)")
+    _add_model_args(g)
+    g.add_argument("--method", choices=["ar", "self-spec"], default=None,
+                   help="ar = plain decoding; self-spec = draft with --config (default when a config is given)")
+    g.add_argument("--config", default=None, help="compact (EESR...) or sparse (skip=5-7;repeat=28) configuration")
+    g.add_argument("--skip", default=None, help="layers to skip in the draft, e.g. 5,6,7 or 10-14")
+    g.add_argument("--repeat", default=None, help="layers the draft runs twice, e.g. 28")
+    g.add_argument("--draft-policy", default="confidence", help="when to stop drafting (see `leap policies`)")
+    g.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="policy constructor argument, e.g. threshold=0.7 or k=4 (repeatable)")
+    g.add_argument("--draft-vocab", type=int, default=None, help="restrict the draft LM head to N frequent tokens")
+    g.add_argument("--no-reuse-prefix", action="store_true", help="recompute the exact-prefix layers in verification")
+    g.add_argument("--max-new-tokens", type=int, default=128)
+    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--seed", type=int, default=None)
+    chat = g.add_mutually_exclusive_group()
+    chat.add_argument("--chat", dest="chat", action="store_true", default=True, help="apply the chat template (default)")
+    chat.add_argument("--no-chat", dest="chat", action="store_false")
+    g.add_argument("--compare", action="store_true", help="also decode plainly; report speedup and token identity")
+    g.add_argument("--json", action="store_true", help="print the outcome record as one JSON object")
+
+    sub.add_parser("policies", help="list the registered draft-length policies")
+    return parser
+
+
+def _config_from_args(args: argparse.Namespace, num_layers: int):
+    from leap.core.config import LayerConfig, parse_layer_list
+
+    if args.config and (args.skip or args.repeat):
+        raise SystemExit("leap: give either --config or --skip/--repeat, not both")
+    if args.config:
+        return LayerConfig.parse(args.config, num_layers)
+    if args.skip or args.repeat:
+        return LayerConfig.from_sets(
+            num_layers, skip=parse_layer_list(args.skip or ""), repeat=parse_layer_list(args.repeat or "")
+        )
+    return None
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    import torch
+
+    from leap.core import SelfSpecDecoder, load_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = load_model(args.model, device=args.device, dtype=args.dtype, fast_linear=False if args.no_fast_linear else None)
+    config = _config_from_args(args, model.num_layers)
+    if args.method == "ar":
+        config = None
+    elif args.method == "self-spec" and config is None:
+        raise SystemExit("leap: --method self-spec needs --config or --skip/--repeat")
+    decoder = SelfSpecDecoder(
+        model, config, args.draft_policy, policy_kwargs=_policy_kwargs(args.policy_arg),
+        reuse_prefix=not args.no_reuse_prefix, draft_vocab=args.draft_vocab,
+    )
+    settings = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+                    seed=args.seed, chat=args.chat)
+    outcome = decoder.generate(args.prompt, **settings)
+    record = outcome.to_dict()
+    record["model"] = model.name
+    if args.compare:
+        plain = SelfSpecDecoder(model, None).generate(args.prompt, **settings)
+        record["plain_tokens_per_s"] = plain.tokens_per_s
+        record["speedup"] = outcome.tokens_per_s / plain.tokens_per_s if plain.tokens_per_s else 0.0
+        record["identical_to_plain"] = outcome.token_ids == plain.token_ids
+    if args.json:
+        print(json.dumps(record))
+        return 0
+    print(outcome.text)
+    print("---", file=sys.stderr)
+    print(
+        f"{outcome.new_tokens} new tokens in {outcome.wall_time_s:.2f} s ({outcome.tokens_per_s:.1f} tok/s), "
+        f"{len(outcome.steps)} steps, mean accepted length M = {outcome.mean_accepted:.2f}, "
+        f"draft acceptance {outcome.acceptance_rate:.0%}, stop: {outcome.stop_reason}",
+        file=sys.stderr,
+    )
+    print(f"config: {outcome.config or 'plain decoding'}; policy: {outcome.policy}", file=sys.stderr)
+    if args.compare:
+        same = "identical" if record["identical_to_plain"] else "DIFFERENT (see docs on float16/bfloat16 ties)"
+        print(
+            f"plain decoding: {record['plain_tokens_per_s']:.1f} tok/s; speedup {record['speedup']:.2f}x; "
+            f"tokens {same}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _cmd_policies(args: argparse.Namespace) -> int:
+    from leap.core.policies import draft_policies
+
+    for name in draft_policies.names():
+        doc = (draft_policies.get(name).__doc__ or "").strip().splitlines()
+        print(f"{name:22s} {doc[0] if doc else ''}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from leap.core.errors import LeapError
+
+    try:
+        return {"generate": _cmd_generate, "policies": _cmd_policies}[args.command](args)
+    except LeapError as err:
+        print(f"leap: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

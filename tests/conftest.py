@@ -1,0 +1,39 @@
+"""Shared fixtures: tiny random Llama and Qwen2 models built in memory (milliseconds per forward)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+
+from tests.tiny import tiny_model
+
+settings.register_profile(
+    "leap",
+    deadline=None,
+    max_examples=int(os.environ.get("LEAP_HYPOTHESIS_EXAMPLES", "30")),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    derandomize=True,
+)
+settings.load_profile("leap")
+
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama():
+    """6-layer random Llama, vocab 97, EOS = 3 (so EOS stops are exercised)."""
+    return tiny_model("llama", eos_token_id=3)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2():
+    """6-layer random Qwen2 (biased q/k/v projections), no EOS."""
+    return tiny_model("qwen2", eos_token_id=None)
+
+
+@pytest.fixture(scope="session", params=["llama", "qwen2"])
+def tiny_any(request, tiny_llama, tiny_qwen2):
+    return {"llama": tiny_llama, "qwen2": tiny_qwen2}[request.param]

@@ -1,0 +1,72 @@
+"""Contract every registered draft policy passes, plus each policy's own rule."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from leap.core.errors import SettingsError
+from leap.core.policies import AdaEDL, AdaptiveConfidence, ConfidenceThreshold, FixedLength, draft_policies, make_policy
+
+
+def _probs(top: float, V: int = 10) -> torch.Tensor:
+    rest = (1 - top) / (V - 1)
+    return torch.tensor([top] + [rest] * (V - 1))
+
+
+@pytest.mark.parametrize("name", draft_policies.names())
+@given(tops=st.lists(st.floats(0.1, 1.0), min_size=1, max_size=40), accepted=st.integers(0, 40))
+def test_every_policy_stops_by_max_draft_and_takes_feedback(name, tops, accepted):
+    policy = make_policy(name, max_draft=5) if name != "fixed" else make_policy(name, k=5)
+    policy.begin()
+    drafted = 0
+    for top in tops:
+        drafted += 1
+        if policy.should_stop(drafted, _probs(top)):
+            break
+    assert drafted <= 5 or not policy.should_stop(drafted, _probs(1.0))  # never beyond max_draft
+    assert drafted <= max(5, len(tops))
+    policy.feedback(drafted, min(accepted, drafted))
+    assert isinstance(policy.state(), dict)
+    assert policy.should_stop(5, _probs(1.0))
+
+
+def test_fixed_drafts_k():
+    policy = FixedLength(k=3)
+    assert [policy.should_stop(i, _probs(0.01)) for i in (1, 2, 3)] == [False, False, True]
+
+
+def test_confidence_stops_on_low_probability():
+    policy = ConfidenceThreshold(threshold=0.8, max_draft=10)
+    assert not policy.should_stop(1, _probs(0.9))
+    assert policy.should_stop(1, _probs(0.5))
+    with pytest.raises(SettingsError):
+        ConfidenceThreshold(threshold=1.5)
+
+
+def test_adaptive_confidence_raises_threshold_when_acceptance_is_low():
+    policy = AdaptiveConfidence(threshold=0.6)
+    for _ in range(20):
+        policy.feedback(4, 0)
+    assert policy.threshold > 0.6
+    high = AdaptiveConfidence(threshold=0.6)
+    for _ in range(20):
+        high.feedback(4, 4)
+    assert high.threshold < 0.6
+
+
+def test_adaedl_stops_on_high_entropy_and_adapts_lambda():
+    policy = AdaEDL(lam=0.4)
+    assert not policy.should_stop(1, _probs(0.999))
+    assert policy.should_stop(1, torch.full((1000,), 1e-3))  # uniform: entropy ln(1000)
+    lam = policy.lam
+    for _ in range(10):
+        policy.feedback(4, 0)
+    assert policy.lam > lam
+
+
+def test_bad_max_draft():
+    with pytest.raises(SettingsError, match="max_draft"):
+        FixedLength(k=0)

