@@ -3,27 +3,26 @@
 A model drafts tokens with a subset of its own layers (some executed, some skipped, some repeated),
 verifies them with all its layers in one forward pass and keeps the longest correct prefix. Output is
 exactly what plain decoding gives; only speed changes. See README.md.
+
+Top-level names are imported lazily, so importing ``leap`` is cheap and torch-free until a model or
+decoder is used.
 """
 
-from leap.core import (
-    DecodingSession,
-    GenerationOutcome,
-    LayerAction,
-    LayerConfig,
-    LeapModel,
-    SelfSpecDecoder,
-    load_model,
-)
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "LayerAction",
-    "LayerConfig",
-    "LeapModel",
-    "SelfSpecDecoder",
-    "DecodingSession",
-    "GenerationOutcome",
-    "load_model",
-    "__version__",
-]
+_CORE = ("LayerAction", "LayerConfig", "LeapModel", "SelfSpecDecoder", "DecodingSession",
+         "GenerationOutcome", "load_model")
+
+__all__ = [*_CORE, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CORE:
+        import leap.core
+
+        return getattr(leap.core, name)
+    raise AttributeError(f"module 'leap' has no attribute {name!r}")

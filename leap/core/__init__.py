@@ -1,42 +1,47 @@
-"""leap.core: configurations, the model adapter and the lossless self-speculative decoder."""
+"""leap.core: configurations, the model adapter and the lossless self-speculative decoder.
 
-from leap.core.config import LayerAction, LayerConfig
-from leap.core.decoder import DecodingSession, SelfSpecDecoder
-from leap.core.errors import (
-    ConfigError,
-    ContextLengthError,
-    LeapError,
-    ModelNotFoundError,
-    SettingsError,
-    UnknownNameError,
-)
-from leap.core.model import DEFAULT_MODEL, LeapModel, load_model, resolve_model, wrap_model
-from leap.core.outcome import GenerationOutcome, StepRecord
-from leap.core.policies import DraftPolicy, draft_policies, make_policy
-from leap.core.registry import Registry
-from leap.core.sampling import SamplingSettings
+Names are imported lazily (PEP 562), so ``from leap.core.config import LayerConfig`` and the pure
+search/zone logic that uses it never import torch.
+"""
 
-__all__ = [
-    "LayerAction",
-    "LayerConfig",
-    "SelfSpecDecoder",
-    "DecodingSession",
-    "LeapModel",
-    "load_model",
-    "resolve_model",
-    "wrap_model",
-    "DEFAULT_MODEL",
-    "GenerationOutcome",
-    "StepRecord",
-    "DraftPolicy",
-    "draft_policies",
-    "make_policy",
-    "Registry",
-    "SamplingSettings",
-    "LeapError",
-    "ConfigError",
-    "ContextLengthError",
-    "ModelNotFoundError",
-    "SettingsError",
-    "UnknownNameError",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "LayerAction": "leap.core.config",
+    "LayerConfig": "leap.core.config",
+    "SelfSpecDecoder": "leap.core.decoder",
+    "DecodingSession": "leap.core.decoder",
+    "LeapModel": "leap.core.model",
+    "load_model": "leap.core.model",
+    "wrap_model": "leap.core.model",
+    "resolve_model": "leap.core.model",
+    "DEFAULT_MODEL": "leap.core.model",
+    "GenerationOutcome": "leap.core.outcome",
+    "StepRecord": "leap.core.outcome",
+    "DraftPolicy": "leap.core.policies",
+    "draft_policies": "leap.core.policies",
+    "make_policy": "leap.core.policies",
+    "Registry": "leap.core.registry",
+    "SamplingSettings": "leap.core.sampling",
+    "LeapError": "leap.core.errors",
+    "ConfigError": "leap.core.errors",
+    "ContextLengthError": "leap.core.errors",
+    "ModelNotFoundError": "leap.core.errors",
+    "SettingsError": "leap.core.errors",
+    "UnknownNameError": "leap.core.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'leap.core' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -40,6 +40,7 @@ from leap.core.model import LeapModel
 from leap.core.outcome import GenerationOutcome, StepRecord
 from leap.core.policies import DraftPolicy, make_policy
 from leap.core.sampling import SamplingSettings, greedy_accept, sample, speculative_accept, target_probs
+from leap.core.trace import LayerTrace, trace_from_prefill
 
 __all__ = ["SelfSpecDecoder", "DecodingSession"]
 
@@ -96,8 +97,14 @@ class SelfSpecDecoder:
         seed: int | None = None,
         generator: torch.Generator | None = None,
         chat: bool = False,
+        trace_positions: int | None = None,
     ) -> DecodingSession:
-        """Prefill ``prompt`` (text or token ids) and return a session to step through."""
+        """Prefill ``prompt`` (text or token ids) and return a session to step through.
+
+        With ``trace_positions=N`` the prefill also keeps a :class:`~leap.core.trace.LayerTrace` of
+        its last N positions (``session.trace``), from which redundancy metrics are computed without
+        a second forward pass.
+        """
         ids = self.model.encode(prompt, chat=chat) if isinstance(prompt, str) else [int(i) for i in prompt]
         settings = SamplingSettings(temperature, top_p)
         if generator is None:
@@ -106,7 +113,7 @@ class SelfSpecDecoder:
                 generator.seed()
             else:
                 generator.manual_seed(int(seed))
-        return DecodingSession(self, ids, max_new_tokens, settings, generator)
+        return DecodingSession(self, ids, max_new_tokens, settings, generator, trace_positions)
 
     def generate(self, prompt: str | Sequence[int], **kwargs) -> GenerationOutcome:
         """Decode ``prompt`` to EOS or ``max_new_tokens`` (arguments as in :meth:`start`)."""
@@ -130,6 +137,7 @@ class DecodingSession:
         max_new_tokens: int,
         settings: SamplingSettings,
         generator: torch.Generator,
+        trace_positions: int | None = None,
     ) -> None:
         model = decoder.model
         if not prompt_ids:
@@ -162,10 +170,16 @@ class DecodingSession:
             else None
         )
         self.cache = self.stack.new_cache()
+        self.trace: LayerTrace | None = None
         with torch.inference_mode():
             t0 = self.stack.clock()
             if len(prompt_ids) > 1:
-                self.stack.forward_hidden_only(prompt_ids[:-1], self.cache)
+                record: dict[int, torch.Tensor] | None = {} if trace_positions else None
+                out = self.stack.run_layers(
+                    self.stack.embed(prompt_ids[:-1]), self.stack.full_plan, self.cache, 0, record=record
+                )
+                if record is not None:
+                    self.trace = trace_from_prefill(model, record, out, self.cache, int(trace_positions))
             self.prefill_time_s = self.stack.clock() - t0
         self.decode_time_s = 0.0
 

@@ -145,7 +145,3 @@ class LayerStack:
     @property
     def full_plan(self) -> LayerPlan:
         return tuple((i, 1) for i in range(self.num_layers))
-
-    def forward_hidden_only(self, token_ids: Sequence[int], cache, start: int = 0) -> torch.Tensor:
-        """Run every layer over ``token_ids`` to fill the cache (prefill); returns the last hidden state."""
-        return self.run_layers(self.embed(token_ids), self.full_plan, cache, start)

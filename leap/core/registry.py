@@ -13,6 +13,7 @@ given on the command line with :meth:`Registry.get` / :meth:`Registry.create`; c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+import importlib
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
@@ -29,13 +30,18 @@ class Registry(Generic[T]):
     Args:
         kind: what the entries are, for messages ("draft policy", "search agent", ...).
         entry_point_group: the ``importlib.metadata`` entry-point group read for third-party entries.
+        builtin_modules: modules that register the built-in entries, imported on the first lookup
+            (so importing the registry alone stays cheap).
     """
 
-    def __init__(self, kind: str, entry_point_group: str | None = None) -> None:
+    def __init__(
+        self, kind: str, entry_point_group: str | None = None, builtin_modules: tuple[str, ...] = ()
+    ) -> None:
         self.kind = kind
         self.entry_point_group = entry_point_group
+        self.builtin_modules = builtin_modules
         self._entries: dict[str, T] = {}
-        self._entry_points_loaded = entry_point_group is None
+        self._entry_points_loaded = False
 
     def register(self, name: str, *, overwrite: bool = False) -> Callable[[T], T]:
         """Decorator that registers ``obj`` under ``name``; refuses a duplicate unless ``overwrite``."""
@@ -91,6 +97,10 @@ class Registry(Generic[T]):
         if self._entry_points_loaded:
             return
         self._entry_points_loaded = True
+        for module in self.builtin_modules:
+            importlib.import_module(module)
+        if self.entry_point_group is None:
+            return
         for ep in metadata.entry_points(group=self.entry_point_group):
             if ep.name not in self._entries:  # local registrations win
                 self._entries[ep.name] = ep.load()

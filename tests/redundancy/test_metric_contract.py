@@ -1,0 +1,85 @@
+"""Contract every registered redundancy metric passes (parametrised over the registry)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from leap.core import SelfSpecDecoder
+from leap.core.trace import capture_trace
+from leap.redundancy.base import RedundancyMetric, compute_metrics, make_metric, redundancy_metrics
+from leap.redundancy.ear_gain import expected_accept_lengths
+from tests.tiny import tiny_model
+
+PROMPT = list(range(4, 40))
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model("llama", eos_token_id=None)
+
+
+@pytest.fixture(scope="module")
+def identity_model():
+    """Layer 3's output projections zeroed: the layer passes its input through unchanged."""
+    m = tiny_model("qwen2", eos_token_id=None)
+    layer = m.layers[3]
+    with torch.no_grad():
+        for proj in (layer.self_attn.o_proj, layer.mlp.down_proj):
+            proj.weight.zero_()
+            packed = getattr(proj, "_packed_weight", None)
+            if packed is not None:
+                proj._packed_weight = proj.weight.detach().to_mkldnn()
+    return m
+
+
+@pytest.mark.parametrize("name", redundancy_metrics.names())
+def test_shape_finiteness_and_direction(model, name):
+    metric = make_metric(name)
+    assert isinstance(metric, RedundancyMetric) and isinstance(metric.higher_is_redundant, bool)
+    assert (redundancy_metrics.get(name).__doc__ or "").strip(), "metrics document what they measure"
+    trace = capture_trace(model, PROMPT, positions=8)
+    values = np.asarray(metric.compute(trace))
+    assert values.shape == (model.num_layers,)
+    assert np.isfinite(values).all()
+    sign = 1 if metric.higher_is_redundant else -1
+    assert np.allclose(metric.redundancy(trace), sign * values)
+
+
+@pytest.mark.parametrize("name", redundancy_metrics.names())
+def test_mean_over_prompts_is_invariant_to_batch_order(model, name):
+    a = capture_trace(model, PROMPT, positions=8)
+    b = capture_trace(model, PROMPT[5:] + [7, 8], positions=8)
+    assert np.allclose(compute_metrics([a, b], [name])[name], compute_metrics([b, a], [name])[name])
+
+
+@pytest.mark.parametrize("name", redundancy_metrics.names())
+def test_decoder_prefill_trace_gives_the_same_metric(model, name):
+    """Metrics from the decoder's own prefill equal those from a separate prefill of the same tokens."""
+    session = SelfSpecDecoder(model, None).start(PROMPT, max_new_tokens=2, trace_positions=8)
+    own = capture_trace(model, PROMPT[:-1], positions=8)  # the decoder prefills all but the pending token
+    assert np.allclose(make_metric(name).compute(session.trace), make_metric(name).compute(own), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", [n for n in redundancy_metrics.names() if make_metric(n).identity_is_most_redundant])
+def test_identity_layer_is_most_redundant(identity_model, name):
+    metric = make_metric(name)
+    scores = metric.redundancy(capture_trace(identity_model, PROMPT, positions=8))
+    assert int(np.argmax(scores)) == 3
+
+
+def test_identity_layer_adds_no_acceptance(identity_model):
+    trace = capture_trace(identity_model, PROMPT, positions=8)
+    ear = expected_accept_lengths(trace)
+    assert ear[3] == pytest.approx(ear[2], abs=1e-5)
+    assert make_metric("ear-gain").compute(trace)[3] == pytest.approx(0.0, abs=1e-5)
+    assert ear[-1] == pytest.approx(8.0)  # the last layer drafts exactly what the model predicts
+
+
+def test_per_position_metrics_are_invariant_to_position_order(model):
+    trace = capture_trace(model, PROMPT, positions=8)
+    perm = [3, 0, 7, 1, 6, 2, 5, 4]
+    shuffled = type(trace)([h[perm] for h in trace.hidden], trace.keys, [trace.positions[i] for i in perm], model)
+    for name in ("residual-ratio", "cosine", "attention-entropy"):
+        assert np.allclose(make_metric(name).compute(trace), make_metric(name).compute(shuffled), atol=1e-6)
