@@ -1,0 +1,49 @@
+"""Data shipped with leap: the Spec-Bench prompt set (Apache-2.0, see spec_bench/SOURCE.md)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["SPEC_BENCH", "load_prompts", "pick_per_category"]
+
+SPEC_BENCH = Path(__file__).parent / "spec_bench" / "question.jsonl"
+
+
+def load_prompts(path: str | Path | None = None) -> list[dict]:
+    """Rows of a Spec-Bench-style JSONL file (default: the shipped Spec-Bench set).
+
+    Raises:
+        LeapError: the file is missing, or a row lacks ``question_id``, ``category`` or ``turns``.
+    """
+    from leap.core.errors import LeapError
+
+    path = Path(path) if path is not None else SPEC_BENCH
+    if not path.is_file():
+        raise LeapError(f"prompt file {path} does not exist; give a JSONL file with question_id, category, turns")
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        missing = {"question_id", "category", "turns"} - set(row)
+        if missing or not row.get("turns"):
+            raise LeapError(f"{path}:{n}: each prompt needs question_id, category and non-empty turns")
+        rows.append(row)
+    return rows
+
+
+def pick_per_category(rows: Iterable[dict], per_category: int, categories: Iterable[str] | None = None) -> list[dict]:
+    """The first ``per_category`` rows of each category (in file order), optionally only ``categories``."""
+    wanted = None if categories is None else list(categories)
+    counts: dict[str, int] = {}
+    out = []
+    for row in rows:
+        cat = row["category"]
+        if wanted is not None and cat not in wanted:
+            continue
+        if counts.get(cat, 0) < per_category:
+            counts[cat] = counts.get(cat, 0) + 1
+            out.append(row)
+    return out

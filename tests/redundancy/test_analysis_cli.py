@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from leap.cli import main
+from tests.tiny import save_tiny_model
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return str(save_tiny_model(tmp_path_factory.mktemp("red") / "tiny", eos_token_id=None))
+
+
+def test_redundancy_json_report(model_dir, capsys):
+    rc = main(["redundancy", "--model", model_dir, "--per-category", "1", "--categories", "qa,translation",
+               "--json", "--observation1", "--steps", "2,4"])
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["num_layers"] == 6 and data["prompts"] == 2
+    assert set(data["metrics"]) == {"residual-ratio", "ear-gain", "cosine", "attention-entropy"}
+    assert all(len(v) == 6 for v in data["metrics"].values())
+    assert set(data["zones"]) <= {"early", "middle", "final"} and len(data["zones"]) == 6
+    assert [l for g in data["groups"] for l in g] == list(range(6))
+    assert set(data["by_category"]) == {"qa", "translation"}
+    for by_step in data["observation1"]["overall"].values():
+        assert all(-1.0 <= v <= 1.0 for v in by_step.values())
+
+
+def test_redundancy_plots_and_text(model_dir, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    rc = main(["redundancy", "--model", model_dir, "--per-category", "1", "--categories", "qa",
+               "--plot", str(tmp_path), "--steps", "2"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "groups:" in out and "search space:" in out and "Observation 1" in out
+    for name in ("metrics.png", "observation1.png", "redundancy.json"):
+        assert (tmp_path / name).stat().st_size > 1000
+
+
+def test_metrics_lists_every_metric(capsys):
+    assert main(["metrics"]) == 0
+    out = capsys.readouterr().out
+    for name in ("residual-ratio", "ear-gain", "cosine", "attention-entropy"):
+        assert name in out
+
+
+def test_bad_prompt_file(tmp_path, model_dir, capsys):
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"category": "x"}\n')
+    assert main(["redundancy", "--model", model_dir, "--prompts", str(bad), "--json"]) == 2
+    assert "needs question_id, category and non-empty turns" in capsys.readouterr().err
+    assert main(["redundancy", "--model", model_dir, "--prompts", str(tmp_path / "none.jsonl")]) == 2
+    assert "does not exist" in capsys.readouterr().err
