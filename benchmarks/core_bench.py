@@ -59,47 +59,59 @@ def load_prompts(n: int) -> list[dict]:
     return picked[:n]
 
 
-def median_time(fn, reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
+def interleaved_medians(fns: dict, rounds: int = 25) -> dict:
+    """Median time of each function, measured round-robin so that machine drift hits all alike."""
+    for fn in fns.values():
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    times: dict = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
-def forward_costs(model, ks=(1, 2, 4, 8, 16), context=300, reps=15) -> dict[int, float]:
+def _prefilled(model, context: int = 300):
     stack = LayerStack(model)
     ids = torch.randint(0, model.vocab_size, (context,), generator=torch.Generator().manual_seed(0)).tolist()
+    cache = stack.new_cache()
     with torch.inference_mode():
-        cache = stack.new_cache()
         stack.run_layers(stack.embed(ids), stack.full_plan, cache, 0)
+    return stack, ids, cache
 
-        def run(k):
-            hidden = stack.run_layers(stack.embed(ids[:k]), stack.full_plan, cache, context)
-            stack.logits(hidden)
+
+def forward_fns(model, ks=(1, 2, 4, 8, 16), context=300) -> dict[int, object]:
+    """Functions running one forward (all layers + head) over k new tokens after ``context`` cached ones."""
+    stack, ids, cache = _prefilled(model, context)
+
+    def run(k):
+        with torch.inference_mode():
+            stack.logits(stack.run_layers(stack.embed(ids[:k]), stack.full_plan, cache, context))
             stack.rollback(cache, context)
 
-        return {k: median_time(lambda k=k: run(k), reps) for k in ks}
+    return {k: (lambda k=k: run(k)) for k in ks}
 
 
-def draft_cost(model, config: LayerConfig, context=300, reps=15) -> float:
-    """Time of one draft token under ``config`` / time of one full single-token forward."""
+def draft_costs(model, configs: dict[str, LayerConfig], context=300) -> dict[str, float]:
+    """Time of one draft token under each config / time of one full single-token forward."""
+    from leap.core.draft_head import DraftHead
     from leap.core.layers import plan_for
 
-    stack = LayerStack(model)
-    ids = torch.randint(0, model.vocab_size, (context,), generator=torch.Generator().manual_seed(0)).tolist()
-    plan = plan_for([a.passes for a in config.actions])
-    with torch.inference_mode():
-        cache = stack.new_cache()
-        stack.run_layers(stack.embed(ids), stack.full_plan, cache, 0)
+    stack, ids, cache = _prefilled(model, context)
+    plans = {name: plan_for([a.passes for a in c.actions]) for name, c in configs.items()}
+    plans["full"] = stack.full_plan
+    sub = DraftHead.frequent(model.lm_head, 8192)
 
-        def run(p):
-            stack.logits(stack.run_layers(stack.embed(ids[:1]), p, cache, context))
+    def run(plan, head=None):
+        with torch.inference_mode():
+            stack.logits(stack.run_layers(stack.embed(ids[:1]), plan, cache, context), head)
             stack.rollback(cache, context)
 
-        return median_time(lambda: run(plan), reps) / median_time(lambda: run(stack.full_plan), reps)
+    fns = {name: (lambda p=plan: run(p)) for name, plan in plans.items()}
+    fns["full, draft head 8192"] = lambda: run(stack.full_plan, sub)
+    t = interleaved_medians(fns)
+    return {name: v / t["full"] for name, v in t.items() if name != "full"}
 
 
 class Recorder:
@@ -115,21 +127,26 @@ class Recorder:
 
 
 def section_forward(rec: Recorder) -> None:
+    """Both linear paths, every k, measured in the same interleaved rounds."""
+    fns = {}
     for fast in (False, True):
-        model = load_model("smollm2", fast_linear=fast)
-        costs = forward_costs(model)
-        for k, t in costs.items():
-            rec.add(section="forward", onednn=fast, k=k, ms=1000 * t, ratio=t / costs[1])
-        print(f"forward onednn={fast}: " + ", ".join(f"k={k} {1000*t:.1f} ms ({t/costs[1]:.2f}x)" for k, t in costs.items()),
+        for k, fn in forward_fns(load_model("smollm2", fast_linear=fast)).items():
+            fns[(fast, k)] = fn
+    t = interleaved_medians(fns, rounds=30)
+    for (fast, k), v in t.items():
+        rec.add(section="forward", onednn=fast, k=k, ms=1000 * v, ratio=v / t[(fast, 1)], vs_default_k1=v / t[(False, 1)])
+    for fast in (False, True):
+        print(f"forward onednn={fast}: " + ", ".join(f"k={k} {1000 * v:.1f} ms" for (f, k), v in t.items() if f == fast),
               file=sys.stderr)
 
 
 def section_generate(rec: Recorder, n_prompts: int, max_new: int) -> None:
     model = load_model("smollm2")
     prompts = load_prompts(n_prompts)
-    for name, sets in CONFIGS.items():
-        config = LayerConfig.from_sets(model.num_layers, **sets)
-        rec.add(section="draft_cost", config=name, layers=config.layer_passes, cost=draft_cost(model, config))
+    configs = {name: LayerConfig.from_sets(model.num_layers, **sets) for name, sets in CONFIGS.items()}
+    for name, cost in draft_costs(model, configs).items():
+        layers = configs[name].layer_passes if name in configs else model.num_layers
+        rec.add(section="draft_cost", config=name, layers=layers, cost=cost)
     for row in prompts:
         ids = model.encode(row["turns"][0], chat=True)
         cat = row["category"]
@@ -171,11 +188,13 @@ def summarise(rows: list[dict]) -> str:
     out = []
     fwd = [r for r in rows if r["section"] == "forward"]
     if fwd:
-        out.append("### Forward cost over k tokens (relative to k = 1)\n\n| linears | " +
+        out.append("### Forward cost over k tokens (in brackets: relative to the same path's k = 1; "
+                   "last row: relative to torch's k = 1)\n\n| linears | " +
                    " | ".join(f"k={r['k']}" for r in fwd if r["onednn"]) + " |\n|---|" + "---|" * len([r for r in fwd if r["onednn"]]))
         for fast in (False, True):
             cells = [f"{r['ms']:.1f} ms ({r['ratio']:.2f}x)" for r in fwd if r["onednn"] == fast]
             out.append(f"| {'oneDNN (leap)' if fast else 'torch default'} | " + " | ".join(cells) + " |")
+        out.append("| oneDNN vs torch k=1 | " + " | ".join(f"{r['vs_default_k1']:.2f}x" for r in fwd if r["onednn"]) + " |")
         out.append("")
     dc = [r for r in rows if r["section"] == "draft_cost"]
     if dc:

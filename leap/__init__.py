@@ -19,6 +19,13 @@ _CORE = ("LayerAction", "LayerConfig", "LeapModel", "SelfSpecDecoder", "Decoding
 
 __all__ = [*_CORE, "__version__"]
 
+try:  # register the Gymnasium environments (cheap: entry points are imported by gym.make)
+    from leap.envs import register_envs as _register_envs
+
+    _register_envs()
+except ImportError:  # pragma: no cover - gymnasium missing
+    pass
+
 
 def __getattr__(name: str) -> Any:
     if name in _CORE:

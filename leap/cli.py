@@ -18,12 +18,12 @@ from typing import Any
 __all__ = ["main", "build_parser"]
 
 
-def _policy_kwargs(items: Sequence[str]) -> dict[str, Any]:
+def _kv_args(items: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"leap: --policy-arg takes KEY=VALUE, got {item!r}")
+            raise SystemExit(f"leap: --policy-arg / --agent-arg take KEY=VALUE, got {item!r}")
         try:
             out[key.strip()] = json.loads(value)
         except json.JSONDecodeError:
@@ -46,8 +46,22 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="decode one prompt (plain or self-speculative)")
     g.add_argument("prompt", help="the prompt text (use --chat to wrap it in the chat template)")
     _add_model_args(g)
-    g.add_argument("--method", choices=["ar", "self-spec"], default=None,
-                   help="ar = plain decoding; self-spec = draft with --config (default when a config is given)")
+    g.add_argument("--method", default=None,
+                   help="ar (plain), self-spec (fixed --config), leap (zone-aware MCTS), or any agent from "
+                        "`leap agents` (mcts, ucb, bayes, random, swift, clasp, zone-rule); default: self-spec "
+                        "when a config is given, else leap")
+    g.add_argument("--no-zones", action="store_true", help="ablation: every layer middle-like (EXECUTE/SKIP)")
+    g.add_argument("--no-groups", action="store_true", help="ablation: one decision unit per layer")
+    g.add_argument("--no-search", action="store_true", help="ablation: zones + groups with a fixed rule (no MCTS)")
+    g.add_argument("--budget", type=int, default=40, help="search iterations per prompt (default 40)")
+    g.add_argument("--reward", choices=["measured", "cost"], default="measured",
+                   help="measured speedup (default) or the deterministic cost model")
+    g.add_argument("--min-speedup", type=float, default=1.0,
+                   help="fall back to plain decoding unless the best configuration's mean reward reaches this")
+    g.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import a module first (e.g. one that registers your own agent or policy)")
+    g.add_argument("--agent-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="agent constructor argument (JSON values), e.g. ratio_band=[0.75,0.95] (repeatable)")
     g.add_argument("--config", default=None, help="compact (EESR...) or sparse (skip=5-7;repeat=28) configuration")
     g.add_argument("--skip", default=None, help="layers to skip in the draft, e.g. 5,6,7 or 10-14")
     g.add_argument("--repeat", default=None, help="layers the draft runs twice, e.g. 28")
@@ -68,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("policies", help="list the registered draft-length policies")
     sub.add_parser("metrics", help="list the registered redundancy metrics")
+    sub.add_parser("agents", help="list the registered search agents")
 
     r = sub.add_parser("redundancy", help="per-layer redundancy metrics, zones and groups (LEAP Stage I)")
     _add_model_args(r)
@@ -102,7 +117,13 @@ def _config_from_args(args: argparse.Namespace, num_layers: int):
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
+    import importlib
+
     import torch
+
+    for module in args.imports:
+        sys.path.insert(0, ".")
+        importlib.import_module(module)
 
     from leap.core import SelfSpecDecoder, load_model
 
@@ -110,19 +131,33 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     model = load_model(args.model, device=args.device, dtype=args.dtype, fast_linear=False if args.no_fast_linear else None)
     config = _config_from_args(args, model.num_layers)
-    if args.method == "ar":
+    method = args.method or ("self-spec" if config is not None else "leap")
+    if method == "ar":
         config = None
-    elif args.method == "self-spec" and config is None:
+    elif method == "self-spec" and config is None:
         raise SystemExit("leap: --method self-spec needs --config or --skip/--repeat")
     decoder = SelfSpecDecoder(
-        model, config, args.draft_policy, policy_kwargs=_policy_kwargs(args.policy_arg),
+        model, config, args.draft_policy, policy_kwargs=_kv_args(args.policy_arg),
         reuse_prefix=not args.no_reuse_prefix, draft_vocab=args.draft_vocab,
     )
     settings = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
                     seed=args.seed, chat=args.chat)
-    outcome = decoder.generate(args.prompt, **settings)
-    record = outcome.to_dict()
+    if method in ("ar", "self-spec"):
+        outcome = decoder.generate(args.prompt, **settings)
+        record = outcome.to_dict()
+    else:
+        from leap.search.methods import agent_factory
+        from leap.search.runner import OnlineSearch, SearchSettings
+
+        factory = agent_factory(method, model.num_layers, zones=not args.no_zones, groups=not args.no_groups,
+                                search=not args.no_search, seed=args.seed, agent_kwargs=_kv_args(args.agent_arg))
+        runner = OnlineSearch(decoder, factory, SearchSettings(budget=args.budget, reward=args.reward,
+                                                               min_speedup=args.min_speedup))
+        searched = runner.generate(args.prompt, **settings)
+        outcome = searched.generation
+        record = searched.to_dict()
     record["model"] = model.name
+    record["method"] = method
     if args.compare:
         plain = SelfSpecDecoder(model, None).generate(args.prompt, **settings)
         record["plain_tokens_per_s"] = plain.tokens_per_s
@@ -139,7 +174,11 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         f"draft acceptance {outcome.acceptance_rate:.0%}, stop: {outcome.stop_reason}",
         file=sys.stderr,
     )
-    print(f"config: {outcome.config or 'plain decoding'}; policy: {outcome.policy}", file=sys.stderr)
+    print(f"method: {method}; config: {outcome.config or 'plain decoding'}; policy: {outcome.policy}", file=sys.stderr)
+    if "search_iterations" in record:
+        print(f"search: {record['search_iterations']} iterations, converged: {record['converged']}, "
+              f"overhead {record['search_overhead_s']:.3f} s; fixed: {record['fixed_config'] or 'plain decoding'}",
+              file=sys.stderr)
     if args.compare:
         same = "identical" if record["identical_to_plain"] else "DIFFERENT (see docs on float16/bfloat16 ties)"
         print(
@@ -166,6 +205,15 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
         cls = redundancy_metrics.get(name)
         doc = (cls.__doc__ or "").strip().splitlines()
         print(f"{name:20s} {doc[0] if doc else ''}")
+    return 0
+
+
+def _cmd_agents(args: argparse.Namespace) -> int:
+    from leap.search.base import search_agents
+
+    for name in search_agents.names():
+        doc = (search_agents.get(name).__doc__ or "").strip().splitlines()
+        print(f"{name:12s} {doc[0] if doc else ''}")
     return 0
 
 
@@ -242,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from leap.core.errors import LeapError
 
     commands = {"generate": _cmd_generate, "policies": _cmd_policies, "metrics": _cmd_metrics,
-                "redundancy": _cmd_redundancy}
+                "redundancy": _cmd_redundancy, "agents": _cmd_agents}
     try:
         return commands[args.command](args)
     except LeapError as err:

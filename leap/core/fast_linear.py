@@ -18,6 +18,8 @@ float32 on the CPU (``fast_linear=True``, the default there); nothing else needs
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 
@@ -54,6 +56,16 @@ class OneDNNLinear(nn.Module):
             return nn.functional.linear(x, self.weight, self.bias)
         y = torch._C._nn.mkldnn_linear(x2.contiguous().to_mkldnn(), self._packed_weight, self._packed_bias)
         return y.to_dense().view(*lead, self.out_features)
+
+    def __deepcopy__(self, memo: dict) -> OneDNNLinear:
+        """Copy the dense weights and repack them (oneDNN's opaque tensors cannot be deep-copied)."""
+        linear = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None)
+        linear.weight = copy.deepcopy(self.weight, memo)
+        if self.bias is not None:
+            linear.bias = copy.deepcopy(self.bias, memo)
+        clone = OneDNNLinear(linear)
+        memo[id(self)] = clone
+        return clone
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

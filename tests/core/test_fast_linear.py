@@ -34,3 +34,15 @@ def test_falls_back_when_grad_is_enabled():
     x = torch.randn(2, 4, requires_grad=True)
     fast(x).sum().backward()
     assert x.grad is not None
+
+
+def test_deepcopy_repacks_and_keeps_ties():
+    import copy
+
+    lin = nn.Linear(8, 5)
+    model = nn.Sequential(OneDNNLinear(lin))
+    clone = copy.deepcopy(model)
+    x = torch.randn(2, 8)
+    with torch.inference_mode():
+        assert torch.allclose(clone(x), model(x))
+    assert clone[0].weight is not model[0].weight

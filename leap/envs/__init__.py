@@ -1,0 +1,28 @@
+"""leap.envs: Gymnasium environments. Importing ``leap`` registers them (entry points are lazy).
+
+* ``LeapLayerSearch-v0`` - measured (wall-clock) reward, ``nondeterministic=True``;
+* ``LeapLayerSearchCost-v0`` - deterministic cost-model reward.
+
+``gym.make("leap.envs:LeapLayerSearch-v0")`` imports this module, which registers the ids.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+__all__ = ["register_envs", "ENV_IDS"]
+
+ENV_IDS = ("LeapLayerSearch-v0", "LeapLayerSearchCost-v0")
+
+
+def register_envs() -> None:
+    """Register leap's environment ids (idempotent)."""
+    if "LeapLayerSearch-v0" not in gym.registry:
+        gym.register(id="LeapLayerSearch-v0", entry_point="leap.envs.layer_search:LeapLayerSearchEnv",
+                     nondeterministic=True, kwargs={"reward": "measured"})
+    if "LeapLayerSearchCost-v0" not in gym.registry:
+        gym.register(id="LeapLayerSearchCost-v0", entry_point="leap.envs.layer_search:LeapLayerSearchEnv",
+                     kwargs={"reward": "cost"})
+
+
+register_envs()

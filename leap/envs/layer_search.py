@@ -1,0 +1,171 @@
+"""``LeapLayerSearch-v0``: layer-configuration search as a Gymnasium environment.
+
+One episode = one prompt; one step = one real draft/verify iteration of the self-speculative decoder
+under the configuration the action encodes; reward = that step's speedup over plain decoding.
+
+* **Action**: ``MultiDiscrete([3] * units)``, one of EXECUTE (0), SKIP (1), REPEAT (2) per decision
+  unit. The zones decide which are legal; ``info["action_mask"]`` (``[units, 3]``) says so, and an
+  illegal action is replaced by EXECUTE (``info["illegal_actions"]`` counts them).
+* **Observation** (``Dict``): ``metrics`` ``[L, M]`` - the registered redundancy metrics of this
+  episode's prompt from its prefill; ``zones`` ``[L]`` - 0 early, 1 middle, 2 final; ``acceptance``
+  ``[3]`` - mean committed tokens per step, draft acceptance rate and fraction of the token budget
+  used, over the episode so far.
+* **Termination**: ``terminated`` at EOS or ``max_new_tokens``; ``truncated`` when ``step_budget``
+  steps have been taken.
+
+The zones and groups (hence the action space) are computed once, at construction, from the first
+``calibration_prompts`` prompts, and stay fixed: an action space cannot change shape between episodes.
+Each episode's observation still carries its own prompt's metrics.
+
+Rewards: ``reward="measured"`` (wall clock; registered as ``LeapLayerSearch-v0`` with
+``nondeterministic=True``), or ``reward="cost"`` (the deterministic cost model of
+:mod:`leap.search.reward`; registered as ``LeapLayerSearchCost-v0``, passes ``check_env``'s
+determinism checks). Bump the ``-vN`` suffix whenever the meaning of an observation or reward changes.
+
+Constructor: ``model`` (a name/path for :func:`leap.core.model.load_model`, or a ``LeapModel``),
+``prompts`` (a JSONL file, a list of strings or of token-id lists; default: the shipped Spec-Bench
+prompts), ``max_new_tokens``, ``reward``, ``step_budget``, ``zones``/``groups`` (ablations), ``chat``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from leap.core.config import LayerAction
+from leap.redundancy.zones import Zone
+
+__all__ = ["LeapLayerSearchEnv"]
+
+_CANONICAL = (LayerAction.EXECUTE, LayerAction.SKIP, LayerAction.REPEAT)
+_ZONE_CODE = {Zone.EARLY: 0, Zone.MIDDLE: 1, Zone.FINAL: 2}
+
+
+def _prompt_list(prompts: str | Sequence | None) -> list:
+    from leap.data import load_prompts
+
+    if prompts is None or isinstance(prompts, str):
+        return [row["turns"][0] for row in load_prompts(prompts)]
+    out = list(prompts)
+    if not out:
+        from leap.core.errors import SettingsError
+
+        raise SettingsError("prompts is empty; give a JSONL file or a non-empty list")
+    return out
+
+
+class LeapLayerSearchEnv(gym.Env):
+    """See the module docstring."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        model: Any = "smollm2",
+        prompts: str | Sequence | None = None,
+        max_new_tokens: int = 64,
+        reward: str = "measured",
+        seed: int | None = None,
+        step_budget: int = 40,
+        zones: bool = True,
+        groups: bool = True,
+        chat: bool = True,
+        calibration_prompts: int = 4,
+        positions: int = 8,
+    ) -> None:
+        from leap.core.decoder import SelfSpecDecoder
+        from leap.core.model import LeapModel, load_model
+        from leap.redundancy.base import compute_metrics
+        from leap.search.reward import make_reward
+        from leap.search.runner import build_space
+
+        self.model = model if isinstance(model, LeapModel) else load_model(model)
+        self.prompts = _prompt_list(prompts)
+        self.max_new_tokens, self.step_budget = int(max_new_tokens), int(step_budget)
+        self.reward_kind = reward
+        self.reward_fn = make_reward(reward)
+        self.chat = chat and bool(getattr(self.model.tokenizer, "chat_template", None))
+        self.positions = positions
+        self.decoder = SelfSpecDecoder(self.model, None)
+        self._compute_metrics = compute_metrics
+
+        traces = [self._start(p, 1).trace for p in self.prompts[:calibration_prompts]]
+        self.space = build_space(traces, zones=zones, groups=groups)
+        self.metric_names = sorted(self.space.metrics)
+        L, M, U = self.model.num_layers, len(self.metric_names), len(self.space.units)
+        self.action_space = spaces.MultiDiscrete([3] * U)
+        self.observation_space = spaces.Dict({
+            "metrics": spaces.Box(-1e6, 1e6, shape=(L, M), dtype=np.float32),
+            "zones": spaces.MultiDiscrete([3] * L),
+            "acceptance": spaces.Box(0.0, 1e6, shape=(3,), dtype=np.float32),
+        })
+        self._mask = np.array([[a in u.actions for a in _CANONICAL] for u in self.space.units], dtype=np.int8)
+        self._zones = np.array([_ZONE_CODE[z] for z in self.space.zones], dtype=np.int64)
+        self.session = None
+        self.t_base = 0.0
+        if seed is not None:
+            self.reset(seed=seed)
+
+    # ------------------------------------------------------------------ helpers
+    def _start(self, prompt, max_new_tokens: int):
+        ids = self.model.encode(prompt, chat=self.chat) if isinstance(prompt, str) else list(prompt)
+        return self.decoder.start(ids, max_new_tokens=max_new_tokens, trace_positions=self.positions)
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        steps = self.session.steps
+        committed = sum(s.committed for s in steps)
+        drafted = sum(s.drafted for s in steps)
+        accepted = sum(s.accepted for s in steps)
+        acceptance = np.array([committed / len(steps) if steps else 0.0, accepted / drafted if drafted else 0.0,
+                               len(self.session.new_token_ids) / self.max_new_tokens], dtype=np.float32)
+        return {"metrics": self._metrics.copy(), "zones": self._zones.copy(), "acceptance": acceptance}
+
+    def _info(self, **extra: Any) -> dict[str, Any]:
+        return {"action_mask": self._mask.copy(), "prompt_index": self._index, **extra}
+
+    def config_of(self, action: Sequence[int]):
+        """The :class:`LayerConfig` an action encodes, and how many unit actions were illegal."""
+        choice, illegal = [], 0
+        for unit, a in zip(self.space.units, np.asarray(action, dtype=np.int64)):
+            wanted = _CANONICAL[int(a)]
+            if wanted in unit.actions:
+                choice.append(unit.actions.index(wanted))
+            else:
+                choice.append(0)
+                illegal += 1
+        if not self.space.is_valid(choice):
+            choice = list(self.space.full_choice)
+        return self.space.to_config(choice), illegal
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        index = (options or {}).get("prompt_index")
+        self._index = int(self.np_random.integers(len(self.prompts))) if index is None else int(index)
+        self.session = self._start(self.prompts[self._index], self.max_new_tokens)
+        metrics = self._compute_metrics(self.session.trace, self.metric_names)
+        self._metrics = np.stack([metrics[n] for n in self.metric_names], axis=1).astype(np.float32)
+        self._steps = 0
+        if self.reward_kind == "measured":  # time one plain step in this process (its token is kept)
+            self.reward_fn.t_base = self.session.step(None).time_s
+        terminated = self.session.done
+        return self._obs(), self._info(terminated_at_reset=terminated)
+
+    def step(self, action):
+        if self.session is None:
+            raise RuntimeError("call reset() before step()")
+        if self.session.done:
+            raise RuntimeError("the episode has ended; call reset()")
+        config, illegal = self.config_of(action)
+        record = self.session.step(config)
+        self._steps += 1
+        reward = float(self.reward_fn(record, self.model.num_layers))
+        terminated = self.session.done
+        truncated = not terminated and self._steps >= self.step_budget
+        info = self._info(illegal_actions=illegal, config=str(config), committed=record.committed,
+                          accepted=record.accepted, drafted=record.drafted)
+        return self._obs(), reward, terminated, truncated, info

@@ -1,0 +1,144 @@
+"""The search-agent API: ask/tell, in the style of Optuna's samplers.
+
+Lifecycle (who calls what, driven by :class:`leap.search.runner.OnlineSearch`, the Gymnasium
+environment or a benchmark loop):
+
+1. ``agent = make_agent("mcts", space, seed=0)`` - the agent gets the
+   :class:`~leap.redundancy.space.SearchSpace` (zones, groups, allowed actions) and a seed; it never
+   touches global random state (``self.rng`` is its own ``numpy.random.Generator``).
+2. ``agent.on_prompt(probe)`` - a new prompt starts; ``probe`` is a
+   :class:`~leap.core.probe.ContextProbe` (or None in model-free loops) for agents that score
+   configurations on the context (SWIFT, CLaSP). Default: nothing.
+3. loop: ``config = agent.ask(history)`` -> a :class:`~leap.core.config.LayerConfig` inside the space,
+   or ``None`` for a plain decoding step; the runner runs one real draft/verify step under it,
+   appends ``(config, reward)`` to the read-only :class:`~leap.search.history.SearchHistory`, then
+   calls ``agent.tell(config, reward, history)``.
+4. ``agent.converged(history)`` -> stop searching; ``agent.best(history)`` -> the configuration to
+   fix for the rest of the prompt (the runner falls back to plain decoding when it does not pay).
+
+Only :meth:`SearchAgent.ask` is required. A complete agent::
+
+    @search_agents.register("random-skip")
+    class RandomSkipAgent(SearchAgent):
+        \"\"\"Skip each skippable unit independently with probability ``p``.\"\"\"
+
+        def __init__(self, space, *, p=0.3, seed=None):
+            super().__init__(space, seed=seed)
+            self.p = p
+
+        def ask(self, history):
+            choice = [1 if len(u.actions) > 1 and self.rng.random() < self.p else 0 for u in self.space.units]
+            return self.space.to_config(choice) if self.space.is_valid(choice) else None
+
+Register with ``@search_agents.register("name")``; third-party agents come through the entry-point
+group ``leap.search_agents``. Every registered agent runs the contract tests in
+``tests/search/test_agent_contract.py`` automatically.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from leap.core.config import LayerConfig
+from leap.core.registry import Registry
+from leap.redundancy.space import SearchSpace
+from leap.search.history import SearchHistory
+
+__all__ = ["SearchAgent", "search_agents", "make_agent"]
+
+
+class SearchAgent:
+    """Base class; see the module docstring for the lifecycle.
+
+    Args:
+        space: the search space proposals must come from.
+        seed: seed of the agent's own generator (None: fresh entropy).
+        patience: :meth:`converged` once the best configuration is unchanged for this many tells.
+        min_iterations: never converge before this many trials.
+    """
+
+    name = "base"
+
+    def __init__(self, space: SearchSpace, *, seed: int | None = None, patience: int = 6,
+                 min_iterations: int = 8) -> None:
+        self.space = space
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.patience = int(patience)
+        self.min_iterations = int(min_iterations)
+        self._best_seen: LayerConfig | None | object = object()
+        self._unchanged = 0
+
+    # ------------------------------------------------------------------ required
+    def ask(self, history: SearchHistory) -> LayerConfig | None:
+        """The next configuration to measure (inside :attr:`space`), or None for a plain step."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ optional
+    def tell(self, config: LayerConfig | None, reward: float, history: SearchHistory) -> None:
+        """Feedback for a configuration :meth:`ask` proposed; ``history`` already holds it."""
+        best = history.best()
+        key = best[0] if best else None
+        if key == self._best_seen:
+            self._unchanged += 1
+        else:
+            self._best_seen, self._unchanged = key, 0
+
+    def on_prompt(self, probe: Any | None) -> None:
+        """A new prompt starts; ``probe`` scores configurations on its context (may be None)."""
+
+    def converged(self, history: SearchHistory) -> bool:
+        return len(history) >= self.min_iterations and self._unchanged >= self.patience
+
+    def best(self, history: SearchHistory) -> LayerConfig | None:
+        """The configuration to fix once the search stops (default: highest mean reward)."""
+        best = history.best()
+        return best[0] if best else None
+
+    def reseed(self, seed: int | None) -> None:
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume; subclasses extend it."""
+        return {"rng": self.rng.bit_generator.state, "unchanged": self._unchanged,
+                "best_seen": _encode(self._best_seen)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self._unchanged = state["unchanged"]
+        self._best_seen = _decode(state["best_seen"])
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, LayerConfig):
+        return str(value)
+    return None if value is None else "<unset>"
+
+
+def _decode(value: Any) -> Any:
+    if value == "<unset>":
+        return object()
+    return None if value is None else LayerConfig.parse(value)
+
+
+search_agents: Registry[type[SearchAgent]] = Registry(
+    "search agent",
+    "leap.search_agents",
+    builtin_modules=(
+        "leap.search.random_agent",
+        "leap.search.mcts",
+        "leap.search.ucb",
+        "leap.search.bayes",
+        "leap.search.swift",
+        "leap.search.clasp",
+        "leap.search.zone_rule",
+    ),
+)
+
+
+def make_agent(name: str, space: SearchSpace, **kwargs: Any) -> SearchAgent:
+    """An agent by registered name (``kwargs`` go to its constructor)."""
+    return search_agents.create(name, space, **kwargs)

@@ -1,0 +1,161 @@
+"""Online search during generation: every search iteration is one real draft/verify step.
+
+:class:`OnlineSearch` decodes a prompt while an agent searches (LEAP Stage II):
+
+1. **calibrate**: ``base_steps`` plain decoding steps measure ``t_base``, the time of one plain step,
+   in this process (their tokens are kept, nothing is wasted);
+2. **search**: each iteration ``config = agent.ask(history)``, one real step under it, reward =
+   measured speedup ``committed * t_base / step time`` (or the cost-model reward), recorded in the
+   runner's :class:`~leap.search.history.SearchHistory` and told to the agent; until
+   ``agent.converged(history)`` or ``budget`` iterations;
+3. **fix**: ``agent.best(history)`` decodes the rest of the prompt, unless its mean reward is below
+   ``min_speedup`` (default 1.0) or it is None, in which case plain decoding does: when skipping does
+   not pay, leap falls back.
+
+Search overhead (time in ``ask``/``tell`` and in the agent's probe evaluations, outside the decoding
+steps) is reported separately. Greedy output stays token-identical to plain decoding throughout: the
+decoder is lossless for every configuration, whichever the agent picks.
+
+Who calls what: ``leap generate --method NAME`` and the benchmarks build an :class:`OnlineSearch`
+with :func:`build_space` and :func:`leap.search.base.make_agent`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from leap.core.config import LayerConfig
+from leap.core.decoder import SelfSpecDecoder
+from leap.core.outcome import GenerationOutcome
+from leap.core.probe import ContextProbe
+from leap.core.trace import LayerTrace
+from leap.redundancy.base import compute_metrics
+from leap.redundancy.space import DecisionUnit, SearchSpace, build_search_space
+from leap.redundancy.zones import ZONE_ACTIONS, Zone, ZoneSettings
+from leap.search.base import SearchAgent
+from leap.search.history import SearchHistory
+from leap.search.reward import CostModelSpeedup, MeasuredSpeedup
+
+__all__ = ["OnlineSearch", "SearchSettings", "SearchOutcome", "build_space", "baseline_space"]
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    budget: int = 40
+    base_steps: int = 2
+    min_speedup: float = 1.0
+    reward: str = "measured"  # or "cost"
+
+
+@dataclass
+class SearchOutcome:
+    """A generation plus what the search did."""
+
+    generation: GenerationOutcome
+    iterations: int
+    converged: bool
+    fixed_config: str | None
+    search_overhead_s: float
+    t_base_s: float
+    trials: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.generation.to_dict(), "search_iterations": self.iterations, "converged": self.converged,
+                "fixed_config": self.fixed_config, "search_overhead_s": self.search_overhead_s,
+                "t_base_s": self.t_base_s, "trials": self.trials}
+
+
+def baseline_space(num_layers: int) -> SearchSpace:
+    """One unit per layer, first and last layer execute-only, the rest EXECUTE/SKIP (SWIFT, CLaSP)."""
+    units = []
+    for l in range(num_layers):
+        zone = Zone.EARLY if l in (0, num_layers - 1) else Zone.MIDDLE
+        units.append(DecisionUnit((l,), zone, ZONE_ACTIONS[zone]))
+    return SearchSpace(units)
+
+
+def build_space(trace, *, zones: bool = True, groups: bool = True, settings: ZoneSettings = ZoneSettings()) -> SearchSpace:
+    """LEAP's search space from a prefill trace (all registered metrics are kept for agents to read)."""
+    metrics = compute_metrics(trace)
+    return build_search_space(metrics["residual-ratio"], metrics["ear-gain"], settings, zones=zones,
+                              groups=groups, metrics=metrics)
+
+
+class OnlineSearch:
+    """Decode with an agent searching configurations online (see the module docstring)."""
+
+    def __init__(
+        self,
+        decoder: SelfSpecDecoder,
+        agent: SearchAgent | Callable[[LayerTrace | None], SearchAgent],
+        settings: SearchSettings = SearchSettings(),
+        *,
+        trace_positions: int = 8,
+    ) -> None:
+        """``agent`` is an agent, or a factory called with each prompt's prefill trace (LEAP builds
+        its search space per prompt from it; a factory may also return one persistent agent)."""
+        self.decoder = decoder
+        self.agent_factory = agent if not isinstance(agent, SearchAgent) else (lambda trace: agent)
+        self.settings = settings
+        self.trace_positions = trace_positions
+        self.agent: SearchAgent | None = None
+
+    def generate(self, prompt: str | Sequence[int], **kwargs: Any) -> SearchOutcome:
+        """Decode ``prompt`` (keyword arguments as in :meth:`SelfSpecDecoder.start`)."""
+        s = self.settings
+        session = self.decoder.start(prompt, trace_positions=self.trace_positions, **kwargs)
+        t0 = time.perf_counter()
+        self.agent = self.agent_factory(session.trace)
+        overhead = time.perf_counter() - t0
+        history = SearchHistory()
+        num_layers = self.decoder.model.num_layers
+        probe = ContextProbe(session)
+        t0 = time.perf_counter()
+        self.agent.on_prompt(probe)
+        overhead += time.perf_counter() - t0
+
+        base_times = [session.step(None).time_s for _ in range(s.base_steps) if not session.done]
+        t_base = statistics.median(base_times) if base_times else 0.0
+        reward = CostModelSpeedup() if s.reward == "cost" else MeasuredSpeedup(t_base)
+        if s.reward == "measured" and t_base <= 0:
+            reward = CostModelSpeedup()  # the prompt ended during calibration; nothing left to search
+
+        iterations, converged = 0, False
+        while not session.done and iterations < s.budget:
+            t0 = time.perf_counter()
+            config = self.agent.ask(history)
+            overhead += time.perf_counter() - t0
+            step = session.step(config)
+            r = reward(step, num_layers)
+            history.record(config, r, committed=step.committed, drafted=step.drafted, accepted=step.accepted,
+                           time_s=step.time_s)
+            t0 = time.perf_counter()
+            self.agent.tell(config, r, history)
+            converged = self.agent.converged(history)
+            overhead += time.perf_counter() - t0
+            iterations += 1
+            if converged:
+                break
+
+        fixed = self._choose(history)
+        while not session.done:
+            session.step(fixed)
+        generation = session.outcome()
+        generation.config = str(fixed) if fixed is not None else None
+        trials = [{"iteration": t.iteration, "config": None if t.config is None else str(t.config),
+                   "reward": t.reward, "committed": t.committed, "drafted": t.drafted, "accepted": t.accepted}
+                  for t in history]
+        return SearchOutcome(generation, iterations, converged, None if fixed is None else str(fixed),
+                             overhead, t_base, trials)
+
+    def _choose(self, history: SearchHistory) -> LayerConfig | None:
+        best = self.agent.best(history)
+        if best is None:
+            return None
+        means = history.mean_rewards()
+        mean = means[best][0] if best in means else float("-inf")
+        return best if mean >= self.settings.min_speedup else None

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import leap  # noqa: F401  (registers the environments)
+from leap.envs.layer_search import LeapLayerSearchEnv
+from tests.tiny import save_tiny_model
+
+PROMPTS = [[5, 9, 14, 22, 31, 40, 8, 7], [11, 12, 13, 14, 15, 16], [40, 41, 42, 43, 44, 45, 46]]
+
+
+def test_ids_are_registered_after_import_leap():
+    assert "LeapLayerSearch-v0" in gym.registry and "LeapLayerSearchCost-v0" in gym.registry
+    assert gym.registry["LeapLayerSearch-v0"].nondeterministic
+    assert not gym.registry["LeapLayerSearchCost-v0"].nondeterministic
+
+
+def test_cost_env_passes_check_env(tiny_llama):
+    env = gym.make("LeapLayerSearchCost-v0", model=tiny_llama, prompts=PROMPTS, max_new_tokens=12, step_budget=5)
+    check_env(env.unwrapped)
+    env.close()
+
+
+def test_measured_env_steps(tiny_qwen2):
+    env = LeapLayerSearchEnv(model=tiny_qwen2, prompts=PROMPTS, max_new_tokens=10, reward="measured", step_budget=3)
+    obs, info = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    assert info["action_mask"].shape == (len(env.space.units), 3)
+    total, done = 0, False
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        assert reward > 0 and env.observation_space.contains(obs)
+        done = terminated or truncated
+        total += 1
+    assert total <= 3
+
+
+def test_illegal_actions_become_execute_and_are_counted(tiny_llama):
+    env = LeapLayerSearchEnv(model=tiny_llama, prompts=PROMPTS, max_new_tokens=10, reward="cost")
+    env.reset(seed=1)
+    action = np.full(len(env.space.units), 2)  # REPEAT everywhere: legal only in the final zone
+    config, illegal = env.config_of(action)
+    repeat_ok = env._mask[:, 2].astype(bool)
+    assert illegal == int((~repeat_ok).sum())
+    for unit, ok in zip(env.space.units, repeat_ok):
+        expected = "REPEAT" if ok else "EXECUTE"
+        assert all(config.actions[l].name == expected for l in unit.layers)
+
+
+def test_greedy_output_is_lossless_in_the_env(tiny_llama):
+    from leap.core import SelfSpecDecoder
+
+    env = LeapLayerSearchEnv(model=tiny_llama, prompts=PROMPTS, max_new_tokens=16, reward="cost", step_budget=100)
+    env.reset(seed=0, options={"prompt_index": 0})
+    done = False
+    while not done:
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        done = terminated or truncated
+    plain = SelfSpecDecoder(tiny_llama, None).generate(PROMPTS[0], max_new_tokens=16).token_ids
+    assert env.session.new_token_ids == plain
+
+
+def test_make_with_module_prefix_in_a_fresh_interpreter(tmp_path):
+    folder = save_tiny_model(tmp_path / "tiny")
+    code = (
+        "import gymnasium as gym\n"
+        f"env = gym.make('leap.envs:LeapLayerSearchCost-v0', model={str(folder)!r}, prompts=[[5, 6, 7, 8]],"
+        " max_new_tokens=4)\n"
+        "obs, info = env.reset(seed=0)\n"
+        "print(sorted(obs))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "acceptance" in out.stdout
+
+
+def test_empty_prompts_are_refused(tiny_llama):
+    from leap.core.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="prompts is empty"):
+        LeapLayerSearchEnv(model=tiny_llama, prompts=[])

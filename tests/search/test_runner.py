@@ -1,0 +1,67 @@
+"""Online search on a tiny model: lossless while searching, budget respected, fallback to plain."""
+
+from __future__ import annotations
+
+import pytest
+
+from leap.core import SelfSpecDecoder
+from leap.search import search_agents
+from leap.search.base import SearchAgent
+from leap.search.methods import agent_factory
+from leap.search.runner import OnlineSearch, SearchSettings
+
+PROMPT = [5, 9, 14, 22, 31, 40, 8, 7]
+
+
+@pytest.mark.parametrize("method", ["leap", *search_agents.names()])
+@pytest.mark.parametrize("reward", ["measured", "cost"])
+def test_greedy_output_is_identical_while_searching(tiny_any, method, reward):
+    plain = SelfSpecDecoder(tiny_any, None).generate(PROMPT, max_new_tokens=30).token_ids
+    factory = agent_factory(method, tiny_any.num_layers, seed=0, agent_kwargs={"min_iterations": 2, "patience": 2}
+                            if method not in ("swift",) else {"min_context": 2})
+    runner = OnlineSearch(SelfSpecDecoder(tiny_any, None, "fixed", policy_kwargs={"k": 3}), factory,
+                          SearchSettings(budget=8, reward=reward))
+    out = runner.generate(PROMPT, max_new_tokens=30)
+    assert out.generation.token_ids == plain
+    assert out.iterations <= 8 and len(out.trials) == out.iterations
+    assert out.search_overhead_s >= 0
+
+
+def test_cost_reward_search_is_deterministic(tiny_llama):
+    def run():
+        runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), agent_factory("mcts", 6, seed=1),
+                              SearchSettings(budget=10, reward="cost"))
+        return runner.generate(PROMPT, max_new_tokens=24).trials
+
+    assert run() == run()
+
+
+class _Bad(SearchAgent):
+    """Always proposes drafting with the embedding-only neighbourhood: every layer but one skipped."""
+
+    def ask(self, history):
+        choice = [0] + [1 if len(u.actions) > 1 else 0 for u in self.space.units[1:]]
+        return self.space.to_config(choice)
+
+
+def test_falls_back_to_plain_decoding_when_nothing_pays(tiny_qwen2):
+    from leap.redundancy import build_search_space
+
+    def factory(trace):
+        import numpy as np
+
+        return _Bad(build_search_space(np.ones(6), np.zeros(6), zones=False, groups=False))
+
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), factory,
+                          SearchSettings(budget=4, reward="cost", min_speedup=5.0))
+    out = runner.generate(PROMPT, max_new_tokens=20)
+    assert out.fixed_config is None and out.generation.config is None
+
+
+def test_ablation_flags_build_the_right_spaces(tiny_llama):
+    session = SelfSpecDecoder(tiny_llama, None).start(PROMPT, max_new_tokens=2, trace_positions=8)
+    no_groups = agent_factory("mcts", 6, groups=False)(session.trace)
+    assert all(len(u.layers) == 1 for u in no_groups.space.units)
+    no_zones = agent_factory("mcts", 6, zones=False)(session.trace)
+    assert {z.value for z in no_zones.space.zones} == {"middle"}
+    assert agent_factory("leap", 6, search=False)(session.trace).name == "zone-rule"
