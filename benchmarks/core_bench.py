@@ -140,13 +140,18 @@ def section_forward(rec: Recorder) -> None:
               file=sys.stderr)
 
 
-def section_generate(rec: Recorder, n_prompts: int, max_new: int) -> None:
-    model = load_model("smollm2")
-    prompts = load_prompts(n_prompts)
+def section_draft(rec: Recorder, model) -> None:
+    """Draft cost per token of each configuration (and of the restricted draft head), interleaved."""
     configs = {name: LayerConfig.from_sets(model.num_layers, **sets) for name, sets in CONFIGS.items()}
     for name, cost in draft_costs(model, configs).items():
         layers = configs[name].layer_passes if name in configs else model.num_layers
         rec.add(section="draft_cost", config=name, layers=layers, cost=cost)
+
+
+def section_generate(rec: Recorder, n_prompts: int, max_new: int) -> None:
+    model = load_model("smollm2")
+    prompts = load_prompts(n_prompts)
+    section_draft(rec, model)
     for row in prompts:
         ids = model.encode(row["turns"][0], chat=True)
         cat = row["category"]
@@ -241,7 +246,7 @@ def summarise(rows: list[dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--section", choices=["forward", "generate", "all"], default="all")
+    ap.add_argument("--section", choices=["forward", "draft", "generate", "all"], default="all")
     ap.add_argument("--prompts", type=int, default=5)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
@@ -257,6 +262,8 @@ def main() -> None:
             max_new_tokens=args.max_new_tokens, time=time.strftime("%Y-%m-%d %H:%M:%S"))
     if args.section in ("forward", "all"):
         section_forward(rec)
+    if args.section == "draft":
+        section_draft(rec, load_model("smollm2"))
     if args.section in ("generate", "all"):
         section_generate(rec, args.prompts, args.max_new_tokens)
     print(summarise(rec.rows))

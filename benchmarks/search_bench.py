@@ -98,21 +98,31 @@ def main() -> None:
     print(summarise(records))
 
 
+def _mean_cell(values: list[float]) -> str:
+    return f"{statistics.mean(values):.2f}x" if values else "-"
+
+
 def summarise(records: list[dict]) -> str:
     meta = next(r for r in records if r["kind"] == "meta")
     runs = [r for r in records if r["kind"] == "run" and r["method"] != "plain" and "error" not in r]
+    plain = [r for r in records if r["kind"] == "run" and r["method"] == "plain"]
+    plain_tps = statistics.mean(r["tokens_per_s"] for r in plain)
     cats = list(dict.fromkeys(r["category"] for r in runs))
     methods = list(dict.fromkeys(r["method"] for r in runs))
     lines = [f"reward: {meta['reward']}, budget {meta['budget']}, {meta['prompts']} prompts, "
-             f"{meta['max_new_tokens']} new tokens\n",
-             "| method | " + " | ".join(cats) + " | overall | M | iterations | converged | overhead | identical |",
-             "|---|" + "---|" * (len(cats) + 6)]
+             f"{meta['max_new_tokens']} new tokens; plain decoding {plain_tps:.1f} tok/s on average "
+             f"({min(r['tokens_per_s'] for r in plain):.1f}..{max(r['tokens_per_s'] for r in plain):.1f} per prompt)\n",
+             "Per category: the method's tokens/s over the plain run of the same prompt. overall (Spec-Bench): "
+             "mean tokens/s over mean plain tokens/s; median: median per-prompt ratio.\n",
+             "| method | " + " | ".join(cats) + " | overall | median | M | iterations | converged | overhead | identical |",
+             "|---|" + "---|" * (len(cats) + 7)]
     for m in methods:
         rs = [r for r in runs if r["method"] == m]
-        cells = [f"{statistics.mean(r['speedup'] for r in rs if r['category'] == c):.2f}x" for c in cats]
+        cells = [_mean_cell([r["speedup"] for r in rs if r["category"] == c]) for c in cats]
         fixed_plain = sum(r["fixed"] is None for r in rs)
+        overall = statistics.mean(r["tokens_per_s"] for r in rs) / plain_tps
         lines.append(
-            f"| {m} | " + " | ".join(cells) + f" | {statistics.mean(r['speedup'] for r in rs):.2f}x | "
+            f"| {m} | " + " | ".join(cells) + f" | {overall:.2f}x | {statistics.median(r['speedup'] for r in rs):.2f}x | "
             f"{statistics.mean(r['mean_accepted'] for r in rs):.2f} | {statistics.mean(r['iterations'] for r in rs):.1f} | "
             f"{sum(r['converged'] for r in rs)}/{len(rs)} (plain fixed {fixed_plain}) | "
             f"{100 * statistics.mean(r['overhead_frac'] for r in rs):.1f}% | {sum(r['identical'] for r in rs)}/{len(rs)} |")

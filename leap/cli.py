@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measured speedup (default) or the deterministic cost model")
     g.add_argument("--min-speedup", type=float, default=1.0,
                    help="fall back to plain decoding unless the best configuration's mean reward reaches this")
+    g.add_argument("--give-up", type=int, default=10,
+                   help="stop searching after N iterations if no step reached --min-speedup (0 = never)")
     g.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module first (e.g. one that registers your own agent or policy)")
     g.add_argument("--agent-arg", action="append", default=[], metavar="KEY=VALUE",
@@ -119,17 +121,13 @@ def _config_from_args(args: argparse.Namespace, num_layers: int):
 def _cmd_generate(args: argparse.Namespace) -> int:
     import importlib
 
-    import torch
-
     for module in args.imports:
         sys.path.insert(0, ".")
         importlib.import_module(module)
 
-    from leap.core import SelfSpecDecoder, load_model
+    from leap.core import SelfSpecDecoder
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    model = load_model(args.model, device=args.device, dtype=args.dtype, fast_linear=False if args.no_fast_linear else None)
+    model = _load_for(args)
     config = _config_from_args(args, model.num_layers)
     method = args.method or ("self-spec" if config is not None else "leap")
     if method == "ar":
@@ -152,7 +150,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         factory = agent_factory(method, model.num_layers, zones=not args.no_zones, groups=not args.no_groups,
                                 search=not args.no_search, seed=args.seed, agent_kwargs=_kv_args(args.agent_arg))
         runner = OnlineSearch(decoder, factory, SearchSettings(budget=args.budget, reward=args.reward,
-                                                               min_speedup=args.min_speedup))
+                                                               min_speedup=args.min_speedup, give_up=args.give_up))
         searched = runner.generate(args.prompt, **settings)
         outcome = searched.generation
         record = searched.to_dict()
@@ -189,32 +187,30 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _list_registry(registry) -> int:
+    """One line per registered name: the name and the first line of its docstring."""
+    for name in registry.names():
+        doc = (registry.get(name).__doc__ or "").strip().splitlines()
+        print(f"{name:20s} {doc[0] if doc else ''}")
+    return 0
+
+
 def _cmd_policies(args: argparse.Namespace) -> int:
     from leap.core.policies import draft_policies
 
-    for name in draft_policies.names():
-        doc = (draft_policies.get(name).__doc__ or "").strip().splitlines()
-        print(f"{name:22s} {doc[0] if doc else ''}")
-    return 0
+    return _list_registry(draft_policies)
 
 
 def _cmd_metrics(args: argparse.Namespace) -> int:
     from leap.redundancy.base import redundancy_metrics
 
-    for name in redundancy_metrics.names():
-        cls = redundancy_metrics.get(name)
-        doc = (cls.__doc__ or "").strip().splitlines()
-        print(f"{name:20s} {doc[0] if doc else ''}")
-    return 0
+    return _list_registry(redundancy_metrics)
 
 
 def _cmd_agents(args: argparse.Namespace) -> int:
     from leap.search.base import search_agents
 
-    for name in search_agents.names():
-        doc = (search_agents.get(name).__doc__ or "").strip().splitlines()
-        print(f"{name:12s} {doc[0] if doc else ''}")
-    return 0
+    return _list_registry(search_agents)
 
 
 def _load_for(args: argparse.Namespace):

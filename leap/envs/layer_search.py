@@ -94,7 +94,7 @@ class LeapLayerSearchEnv(gym.Env):
         self._compute_metrics = compute_metrics
 
         traces = [self._start(p, 1).trace for p in self.prompts[:calibration_prompts]]
-        self.space = build_space(traces, zones=zones, groups=groups)
+        self.space = build_space(traces, zones=zones, groups=groups, metrics=None)
         self.metric_names = sorted(self.space.metrics)
         L, M, U = self.model.num_layers, len(self.metric_names), len(self.space.units)
         self.action_space = spaces.MultiDiscrete([3] * U)

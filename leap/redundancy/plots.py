@@ -64,7 +64,7 @@ def plot_observation1(obs: dict, out: Path, title: str = "") -> Path:
         ax.set_xlabel("decoded tokens")
         ax.set_ylim(-1, 1.02)
     axes[0].set_ylabel("Spearman rho vs prefill")
-    axes[-1].legend(fontsize=6, loc="lower left")
+    axes[-1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.suptitle(title or "Observation 1: prefill metrics vs metrics after decoding")
     fig.tight_layout()
     path = Path(out) / "observation1.png"

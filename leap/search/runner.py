@@ -10,7 +10,8 @@
    ``agent.converged(history)`` or ``budget`` iterations;
 3. **fix**: ``agent.best(history)`` decodes the rest of the prompt, unless its mean reward is below
    ``min_speedup`` (default 1.0) or it is None, in which case plain decoding does: when skipping does
-   not pay, leap falls back.
+   not pay, leap falls back. If no trial at all reaches ``min_speedup`` within ``give_up`` iterations
+   (default 10), the search stops early and falls back.
 
 Search overhead (time in ``ask``/``tell`` and in the agent's probe evaluations, outside the decoding
 steps) is reported separately. Greedy output stays token-identical to plain decoding throughout: the
@@ -45,10 +46,16 @@ __all__ = ["OnlineSearch", "SearchSettings", "SearchOutcome", "build_space", "ba
 
 @dataclass(frozen=True)
 class SearchSettings:
+    """``budget``: search iterations per prompt; ``base_steps``: plain steps timing ``t_base``;
+    ``min_speedup``: the fixed configuration's mean reward must reach it, else plain decoding;
+    ``give_up``: stop searching after this many iterations if no trial has reached ``min_speedup``
+    (0 = never); ``reward``: "measured" or "cost"."""
+
     budget: int = 40
     base_steps: int = 2
     min_speedup: float = 1.0
-    reward: str = "measured"  # or "cost"
+    give_up: int = 10
+    reward: str = "measured"
 
 
 @dataclass
@@ -78,9 +85,15 @@ def baseline_space(num_layers: int) -> SearchSpace:
     return SearchSpace(units)
 
 
-def build_space(trace, *, zones: bool = True, groups: bool = True, settings: ZoneSettings = ZoneSettings()) -> SearchSpace:
-    """LEAP's search space from a prefill trace (all registered metrics are kept for agents to read)."""
-    metrics = compute_metrics(trace)
+SPACE_METRICS = ("residual-ratio", "ear-gain", "cosine")
+
+
+def build_space(trace, *, zones: bool = True, groups: bool = True, settings: ZoneSettings = ZoneSettings(),
+                metrics: Sequence[str] | None = SPACE_METRICS) -> SearchSpace:
+    """LEAP's search space from a prefill trace (or a list of traces). Zones and groups need R and
+    Delta L; ``cosine`` is kept for the agents that rank units by it; ``metrics=None`` computes every
+    registered metric (the environment's observation)."""
+    metrics = compute_metrics(trace, metrics)
     return build_search_space(metrics["residual-ratio"], metrics["ear-gain"], settings, zones=zones,
                               groups=groups, metrics=metrics)
 
@@ -140,6 +153,8 @@ class OnlineSearch:
             iterations += 1
             if converged:
                 break
+            if s.give_up and iterations >= s.give_up and max(t.reward for t in history) < s.min_speedup:
+                break  # nothing pays: stop spending steps on drafts
 
         fixed = self._choose(history)
         while not session.done:

@@ -53,9 +53,11 @@ def test_falls_back_to_plain_decoding_when_nothing_pays(tiny_qwen2):
         return _Bad(build_search_space(np.ones(6), np.zeros(6), zones=False, groups=False))
 
     runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), factory,
-                          SearchSettings(budget=4, reward="cost", min_speedup=5.0))
-    out = runner.generate(PROMPT, max_new_tokens=20)
+                          SearchSettings(budget=12, reward="cost", min_speedup=5.0, give_up=3))
+    out = runner.generate(PROMPT, max_new_tokens=40)
     assert out.fixed_config is None and out.generation.config is None
+    assert out.iterations == 3  # gave up: no step reached min_speedup
+    assert out.generation.steps[-1].config is None  # the rest decoded plainly
 
 
 def test_ablation_flags_build_the_right_spaces(tiny_llama):
