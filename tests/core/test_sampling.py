@@ -1,14 +1,12 @@
 """Speculative sampling keeps the target distribution (Leviathan et al. 2023, Theorem 1), tested statistically.
 
-Tolerances: with N samples over C cells the total-variation distance between an empirical and its
-true distribution is about sqrt(C / (2 pi N)) / ... ; we use a chi-square goodness-of-fit test at
-p > 0.001 (fixed seeds, so the outcome is deterministic) and, as a negative control, check that the
-same test rejects the draft's own distribution, so the test has the power to fail.
+Tolerances: a chi-square goodness-of-fit test must not reject at p > 0.001 (cells with expected count
+below 5 pooled), and the total-variation distance must stay below 0.1 with N = 3000 samples; seeds
+are fixed, so the outcome is deterministic. As a negative control, the same test must reject the
+draft's own distribution (p < 1e-6), so the test has the power to fail.
 """
 
 from __future__ import annotations
-
-import itertools
 
 import pytest
 import torch
@@ -133,6 +131,6 @@ def test_greedy_matches_exact_argmax_chain():
     out = SelfSpecDecoder(model, LayerConfig.parse("EESSEE")).generate(prompt, max_new_tokens=2)
     # greedy picks argmax of p1, then argmax of p2 given it: check the first token at least
     V = 12
-    p1 = exact.view(V, V).sum(1)
-    assert out.token_ids[0] == int(p1.argmax())
-    assert list(itertools.islice(out.token_ids, 2))[1] == int(exact.view(V, V)[out.token_ids[0]].argmax())
+    joint = exact.view(V, V)
+    assert out.token_ids[0] == int(joint.sum(1).argmax())  # argmax of p(x1)
+    assert out.token_ids[1] == int(joint[out.token_ids[0]].argmax())  # argmax of p(x2 | x1)
