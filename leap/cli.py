@@ -71,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="policy constructor argument, e.g. threshold=0.7 or k=4 (repeatable)")
     g.add_argument("--draft-vocab", type=int, default=None, help="restrict the draft LM head to N frequent tokens")
+    g.add_argument("--drafter", default=None,
+                   help="a model-free drafter instead of layer skipping (see `leap drafters`), e.g. prompt-lookup")
+    g.add_argument("--drafter-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="drafter constructor argument, e.g. num_tokens=10 (repeatable)")
     g.add_argument("--no-reuse-prefix", action="store_true", help="recompute the exact-prefix layers in verification")
     g.add_argument("--max-new-tokens", type=int, default=128)
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
@@ -85,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("policies", help="list the registered draft-length policies")
     sub.add_parser("metrics", help="list the registered redundancy metrics")
     sub.add_parser("agents", help="list the registered search agents")
+    sub.add_parser("drafters", help="list the registered model-free drafters")
 
     r = sub.add_parser("redundancy", help="per-layer redundancy metrics, zones and groups (LEAP Stage I)")
     _add_model_args(r)
@@ -129,14 +134,18 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     model = _load_for(args)
     config = _config_from_args(args, model.num_layers)
-    method = args.method or ("self-spec" if config is not None else "leap")
+    method = args.method or ("self-spec" if config is not None or args.drafter else "leap")
     if method == "ar":
         config = None
-    elif method == "self-spec" and config is None:
-        raise SystemExit("leap: --method self-spec needs --config or --skip/--repeat")
+    elif method == "self-spec" and config is None and not args.drafter:
+        raise SystemExit("leap: --method self-spec needs --config, --skip/--repeat or --drafter")
+    elif method not in ("ar", "self-spec") and args.drafter:
+        raise SystemExit("leap: --drafter drafts model-free; use it with --method self-spec (search over drafters "
+                         "is not built yet)")
     decoder = SelfSpecDecoder(
         model, config, args.draft_policy, policy_kwargs=_kv_args(args.policy_arg),
         reuse_prefix=not args.no_reuse_prefix, draft_vocab=args.draft_vocab,
+        drafter=args.drafter if method != "ar" else None, drafter_kwargs=_kv_args(args.drafter_arg),
     )
     settings = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
                     seed=args.seed, chat=args.chat)
@@ -205,6 +214,12 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     from leap.redundancy.base import redundancy_metrics
 
     return _list_registry(redundancy_metrics)
+
+
+def _cmd_drafters(args: argparse.Namespace) -> int:
+    from leap.core.drafters import drafters
+
+    return _list_registry(drafters)
 
 
 def _cmd_agents(args: argparse.Namespace) -> int:
@@ -286,7 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from leap.core.errors import LeapError
 
     commands = {"generate": _cmd_generate, "policies": _cmd_policies, "metrics": _cmd_metrics,
-                "redundancy": _cmd_redundancy, "agents": _cmd_agents}
+                "redundancy": _cmd_redundancy, "agents": _cmd_agents,
+                "drafters": _cmd_drafters}
     try:
         return commands[args.command](args)
     except LeapError as err:

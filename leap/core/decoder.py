@@ -34,6 +34,7 @@ import torch
 
 from leap.core.config import LayerConfig
 from leap.core.draft_head import DraftHead
+from leap.core.drafters import Drafter, make_drafter
 from leap.core.errors import ContextLengthError, SettingsError
 from leap.core.layers import LayerStack, plan_for
 from leap.core.model import LeapModel
@@ -57,6 +58,9 @@ class SelfSpecDecoder:
         policy_kwargs: constructor arguments for a policy given by name.
         reuse_prefix: keep the exact-prefix layers' draft work (see the module docstring).
         draft_vocab: restrict the draft's LM head to this many frequent tokens (plus the prompt's).
+        drafter: a model-free drafter (name from ``leap.core.drafters.drafters`` or an instance);
+            when given, every step drafts with it instead of the layer configuration.
+        drafter_kwargs: constructor arguments for a drafter given by name.
 
     Example::
 
@@ -75,6 +79,8 @@ class SelfSpecDecoder:
         policy_kwargs: dict | None = None,
         reuse_prefix: bool = True,
         draft_vocab: int | None = None,
+        drafter: str | Drafter | None = None,
+        drafter_kwargs: dict | None = None,
     ) -> None:
         self.model = model
         self.stack = LayerStack(model)
@@ -86,6 +92,7 @@ class SelfSpecDecoder:
         if draft_vocab is not None and draft_vocab < 1:
             raise SettingsError(f"draft_vocab must be a positive number of tokens, got {draft_vocab}")
         self.draft_vocab = draft_vocab
+        self.drafter = make_drafter(drafter, **(drafter_kwargs or {})) if drafter is not None else None
 
     def start(
         self,
@@ -223,7 +230,16 @@ class DecodingSession:
         saved: list[torch.Tensor] = []
         prefix = 0
         max_k = self.remaining - 1  # the verifier always adds one token of its own
-        if cfg is not None and max_k > 0:
+        drafter = self.decoder.drafter
+        if drafter is not None and max_k > 0:  # model-free: deterministic proposals, q one-hot
+            for token in drafter.propose(self.tokens, max_k)[:max_k]:
+                draft.append(int(token))
+                if not settings.greedy:
+                    q_rows.append(torch.zeros(self.decoder.model.vocab_size, device=stack.device).index_fill_(
+                        0, torch.tensor([int(token)], device=stack.device), 1.0))
+                if token in self._eos:
+                    break
+        elif cfg is not None and max_k > 0:
             passes = [a.passes for a in cfg.actions]
             prefix = cfg.exact_prefix if self.decoder.reuse_prefix else 0
             head_plan, tail_plan = plan_for(passes, 0, prefix), plan_for(passes, prefix)
@@ -280,7 +296,9 @@ class DecodingSession:
         stack.rollback(self.cache, len(self.tokens) - 1)
 
         # 5. Feed back ----------------------------------------------------------
-        if cfg is not None and k:
+        if drafter is not None:
+            drafter.feedback(k, accepted)
+        elif cfg is not None and k:
             self.policy.feedback(k, accepted)
         t_end = stack.clock()
         return StepRecord(
@@ -290,14 +308,21 @@ class DecodingSession:
             draft_time_s=t_draft - t_start,
             verify_time_s=t_end - t_draft,
             forward_time_s=fwd,
-            layer_passes=k * cfg.layer_passes if cfg is not None else 0,
-            config=str(cfg) if cfg is not None else None,
+            layer_passes=k * cfg.layer_passes if cfg is not None and drafter is None else 0,
+            config=f"drafter:{drafter.name}" if drafter is not None else str(cfg) if cfg is not None else None,
         )
 
     # ------------------------------------------------------------------ result
     def outcome(self) -> GenerationOutcome:
         """The :class:`GenerationOutcome` so far (complete once :attr:`done`)."""
         cfg = self.decoder.config
+        drafter = self.decoder.drafter
+        if drafter is not None:
+            return self._outcome(f"drafter:{drafter.name}", None, {})
+        return self._outcome(str(cfg) if cfg is not None else None, self.policy.name if cfg is not None else None,
+                             self.policy.state() if cfg is not None else {})
+
+    def _outcome(self, config: str | None, policy: str | None, policy_state: dict) -> GenerationOutcome:
         return GenerationOutcome(
             text=self.decoder.model.decode(self.new_token_ids),
             token_ids=list(self.new_token_ids),
@@ -305,10 +330,10 @@ class DecodingSession:
             wall_time_s=self.prefill_time_s + self.decode_time_s,
             prefill_time_s=self.prefill_time_s,
             stop_reason=self.stop_reason or "running",
-            config=str(cfg) if cfg is not None else None,
-            policy=self.policy.name if cfg is not None else None,
+            config=config,
+            policy=policy,
             temperature=self.settings.temperature,
             top_p=self.settings.top_p,
             steps=list(self.steps),
-            policy_state=self.policy.state() if cfg is not None else {},
+            policy_state=policy_state,
         )

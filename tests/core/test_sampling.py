@@ -134,3 +134,17 @@ def test_greedy_matches_exact_argmax_chain():
     joint = exact.view(V, V)
     assert out.token_ids[0] == int(joint.sum(1).argmax())  # argmax of p(x1)
     assert out.token_ids[1] == int(joint[out.token_ids[0]].argmax())  # argmax of p(x2 | x1)
+
+
+def test_deterministic_drafts_keep_the_target_distribution():
+    """Prompt-lookup drafts (q one-hot) under speculative sampling: same two-token distribution."""
+    model = tiny_model("llama", vocab=12, eos_token_id=None, init=0.3)
+    prompt = [4, 7, 4, 7, 4]  # repetitive, so prompt lookup proposes tokens
+    settings = SamplingSettings(1.0, 1.0)
+    exact = _exact_two_token_distribution(model, prompt, settings)
+    decoder = SelfSpecDecoder(model, None, drafter="prompt-lookup")
+    assert decoder.generate(prompt, max_new_tokens=2, seed=0).draft_tokens_proposed > 0
+    N = 3000
+    counts = _sample_pairs(decoder, prompt, N, temperature=1.0)
+    assert _chi2_pvalue(counts, exact) > 1e-3
+    assert 0.5 * (counts / N - exact).abs().sum() < 0.1
