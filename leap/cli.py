@@ -106,6 +106,38 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--steps", default="16,32,64", help="decoded-token counts for Observation 1")
     r.add_argument("--json", action="store_true", help="print the report as one JSON object")
     r.add_argument("--plot", default=None, metavar="DIR", help="write metrics.png and observation1.png to DIR")
+    b = sub.add_parser("bench", help="Spec-Bench harness: methods and peers interleaved per prompt, JSONL records")
+    _add_model_args(b)
+    b.add_argument("--methods", default="ar,leap,hf-pld",
+                   help="comma-separated methods (`leap bench --list-methods`); ar is always run first")
+    b.add_argument("--list-methods", action="store_true", help="print the method names and exit")
+    b.add_argument("--method-arg", action="append", default=[], metavar="METHOD:KEY=VALUE",
+                   help="constructor argument for one method, e.g. hf-pld:num_tokens=3 (repeatable)")
+    b.add_argument("--prompts", default=None, help="JSONL prompt file (question_id, category, turns); default: Spec-Bench")
+    b.add_argument("--categories", default=None, help="comma-separated categories (default: all in the file)")
+    b.add_argument("--num-prompts", type=int, default=2, help="prompts per category (default 2)")
+    b.add_argument("--max-new-tokens", type=int, default=128)
+    b.add_argument("--temperature", default="0", help="one or more comma-separated temperatures, e.g. 0,1")
+    b.add_argument("--runs", type=int, default=1, help="repeat every generation R times (default 1)")
+    b.add_argument("--warmup", type=int, default=1, help="warm-up passes over the methods before timing (default 1)")
+    b.add_argument("--first-turn-only", action="store_true", help="run only the first turn of multi-turn questions")
+    b.add_argument("--budget", type=int, default=40, help="search iterations per prompt (default 40)")
+    b.add_argument("--reward", choices=["measured", "cost"], default="measured")
+    b.add_argument("--min-speedup", type=float, default=1.0)
+    b.add_argument("--give-up", type=int, default=10)
+    b.add_argument("--draft-policy", default="confidence", help="draft-length policy of layer-skip drafts")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import a module first (one that registers your agent, drafter or method)")
+    b.add_argument("--no-chat", dest="chat", action="store_false", default=True)
+    b.add_argument("--out", default="results/bench", help="results folder (records.jsonl); default results/bench")
+    b.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished generations")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    rp = sub.add_parser("report", help="LEAP Table 1 / Table 2 from a `leap bench` folder")
+    rp.add_argument("folder", help="the --out folder of leap bench (or its records.jsonl)")
+    rp.add_argument("--format", choices=["md", "csv"], default="md")
+    rp.add_argument("--plot", action="store_true", help="also write speedup_T*.png and early_speedup.png to the folder")
     return parser
 
 
@@ -124,12 +156,7 @@ def _config_from_args(args: argparse.Namespace, num_layers: int):
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    import importlib
-
-    for module in args.imports:
-        sys.path.insert(0, ".")
-        importlib.import_module(module)
-
+    _import_modules(args.imports)
     from leap.core import SelfSpecDecoder
 
     model = _load_for(args)
@@ -193,6 +220,90 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             f"tokens {same}",
             file=sys.stderr,
         )
+    return 0
+
+
+def _import_modules(modules: Sequence[str]) -> None:
+    import importlib
+
+    for module in modules:
+        sys.path.insert(0, ".")
+        importlib.import_module(module)
+
+
+def _method_args(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        method, sep, kv = item.partition(":")
+        if not sep:
+            raise SystemExit(f"leap: --method-arg takes METHOD:KEY=VALUE, got {item!r}")
+        out.setdefault(method.strip(), {}).update(_kv_args([kv]))
+    return out
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    _import_modules(args.imports)
+    from leap.bench.harness import Bench, BenchSettings
+    from leap.bench.methods import BenchOptions, method_names
+    from leap.bench.report import summarise, table1_markdown
+    from leap.data import load_prompts, pick_per_category
+
+    if args.list_methods:
+        print("\n".join(method_names()))
+        return 0
+    rows = pick_per_category(load_prompts(args.prompts), args.num_prompts,
+                             args.categories.split(",") if args.categories else None)
+    if args.first_turn_only:
+        rows = [{**r, "turns": r["turns"][:1]} for r in rows]
+    try:
+        temps = [float(t) for t in args.temperature.split(",")]
+    except ValueError:
+        raise SystemExit(f"leap: --temperature takes numbers like 0 or 0,1; got {args.temperature!r}") from None
+    settings = BenchSettings(
+        methods=[m.strip() for m in args.methods.split(",")], temperatures=temps, max_new_tokens=args.max_new_tokens,
+        runs=args.runs, warmup=args.warmup, chat=args.chat, seed=args.seed, method_args=_method_args(args.method_arg),
+        options=BenchOptions(budget=args.budget, reward=args.reward, min_speedup=args.min_speedup,
+                             give_up=args.give_up, draft_policy=args.draft_policy, seed=args.seed))
+    model = _load_for(args)
+    bench = Bench(model, rows, settings, args.out, resume=args.resume, progress=not args.quiet)
+    try:
+        records = bench.run().records
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; finished generations are in {bench.file.path} (continue with --resume)",
+              file=sys.stderr)
+        return 130
+    print(table1_markdown(summarise(records)))
+    print(f"records: {bench.file.path}; tables: leap report {args.out}", file=sys.stderr)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from leap.bench.records import read_records
+    from leap.bench.report import plot_early_speedup, plot_speedup, summarise, table1_markdown, table2_markdown, to_csv
+
+    records = read_records(args.folder)
+    rows = summarise(records)
+    if not rows:
+        raise SystemExit(f"leap: {args.folder} holds no finished generations")
+    if args.format == "csv":
+        print(to_csv(rows), end="")
+    else:
+        meta = next((r for r in records if r.get("kind") == "meta"), {})
+        machine = meta.get("machine", {})
+        print(f"model {meta.get('model', '?')}; {machine.get('device', '?')} {machine.get('dtype', '')}, "
+              f"{machine.get('torch_threads', '?')} threads, {machine.get('processor', '')} ({machine.get('platform', '')})\n")
+        print("Table 1\n")
+        print(table1_markdown(rows))
+        print("Table 2 (ablations)\n")
+        print(table2_markdown(rows))
+    if args.plot:
+        folder = Path(args.folder)
+        folder = folder if folder.is_dir() else folder.parent
+        paths = plot_speedup(rows, folder)
+        early = plot_early_speedup([r for r in records if r.get("kind") == "answer"], folder)
+        print("wrote " + ", ".join(str(p) for p in [*paths, early] if p), file=sys.stderr)
     return 0
 
 
@@ -302,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     commands = {"generate": _cmd_generate, "policies": _cmd_policies, "metrics": _cmd_metrics,
                 "redundancy": _cmd_redundancy, "agents": _cmd_agents,
-                "drafters": _cmd_drafters}
+                "drafters": _cmd_drafters, "bench": _cmd_bench, "report": _cmd_report}
     try:
         return commands[args.command](args)
     except LeapError as err:

@@ -57,3 +57,24 @@ def test_policies_lists_registered(capsys):
     assert main(["policies"]) == 0
     out = capsys.readouterr().out
     assert "adaedl" in out and "fixed" in out
+
+
+def test_bench_then_report(model_dir, tmp_path, capsys):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"question_id": 1, "category": "c1", "turns": ["w5 w6 w5 w6"]}\n'
+                       '{"question_id": 2, "category": "c2", "turns": ["w7 w8 w7 w8", "w9"]}\n')
+    out = tmp_path / "bench"
+    assert main(["bench", "--model", model_dir, "--no-chat", "--prompts", str(prompts), "--methods",
+                 "prompt-lookup,hf-pld", "--method-arg", "hf-pld:num_tokens=3", "--max-new-tokens", "8",
+                 "--out", str(out), "--quiet", "--warmup", "0"]) == 0
+    assert "| prompt-lookup |" in capsys.readouterr().out
+    assert main(["report", str(out), "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("method,category,temperature,prompts,generations,mean_accepted,speedup,lossless")
+    assert any(line.startswith("hf-pld,overall,0.0,2,3,") and ",3/3," in line for line in lines)
+    assert main(["report", str(out), "--plot"]) == 0
+    assert "Table 2" in capsys.readouterr().out and (out / "speedup_T0.png").is_file()
+    # an existing folder without --resume is refused with the fix named
+    assert main(["bench", "--model", model_dir, "--no-chat", "--prompts", str(prompts), "--out", str(out),
+                 "--quiet"]) == 2
+    assert "--resume" in capsys.readouterr().err

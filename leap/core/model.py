@@ -24,6 +24,7 @@ import hashlib
 import importlib.util
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,15 @@ class LeapModel:
             )
             return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         return list(self.tokenizer(prompt)["input_ids"])
+
+    def encode_messages(self, messages: Sequence[dict[str, str]], *, chat: bool = True) -> list[int]:
+        """Token ids of a conversation (``[{"role": "user", "content": ...}, {"role": "assistant", ...}]``)
+        ending with a user turn: the chat template with a generation prompt, or, with ``chat=False`` or no
+        template, the turns' texts joined by blank lines (how multi-turn MT-Bench questions are fed)."""
+        if chat and getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return self.encode("\n\n".join(m["content"] for m in messages))
 
     def decode(self, ids: list[int]) -> str:
         if self.tokenizer is None:

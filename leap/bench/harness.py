@@ -1,0 +1,186 @@
+"""``leap bench``: every method on the same prompts, in one process, interleaved per prompt.
+
+Order of work (Spec-Bench's protocol, with interleaving so that machine drift hits every method
+alike): warm-up generations first (not recorded); then for each prompt, temperature and run, every
+method in turn - plain decoding (``ar``, always first: it is the speedup baseline and the reference
+for the losslessness check) and then the others - and for multi-turn questions (MT-Bench) every turn
+in order, each turn's prompt being the model's chat template over the earlier turns and *that
+method's own* earlier answers.
+
+Each finished generation is appended to ``OUT/records.jsonl`` at once (:mod:`leap.bench.records`);
+a method that raises is recorded as ``failed`` for that prompt (with the error) and the run goes on;
+``resume=True`` skips what the folder already holds. For greedy runs every method's tokens are
+compared with plain decoding's for the same prompt, turn and run (``lossless``, ``first_mismatch``).
+
+Who calls what: ``leap bench`` (:mod:`leap.cli`) builds a :class:`Bench` and calls :meth:`Bench.run`;
+``leap report`` reads the folder afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from leap.bench.methods import BenchMethod, BenchOptions, MethodResult, make_method
+from leap.bench.records import RecordFile, record_key
+from leap.core.errors import SettingsError
+from leap.core.model import LeapModel
+
+__all__ = ["Bench", "BenchSettings", "first_mismatch"]
+
+
+@dataclass
+class BenchSettings:
+    """What ``leap bench`` runs. ``methods`` gains ``ar`` in front if missing (the baseline)."""
+
+    methods: Sequence[str] = ("ar", "leap")
+    temperatures: Sequence[float] = (0.0,)
+    max_new_tokens: int = 128
+    runs: int = 1
+    warmup: int = 1
+    warmup_tokens: int = 16
+    chat: bool = True
+    seed: int = 0
+    options: BenchOptions = field(default_factory=BenchOptions)
+    method_args: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        names = [m for m in dict.fromkeys(self.methods) if m]
+        self.methods = ["ar", *[m for m in names if m != "ar"]]
+        self.temperatures = [float(t) for t in self.temperatures]
+        if any(t < 0 for t in self.temperatures):
+            raise SettingsError(f"temperatures must be >= 0 (0 = greedy), got {self.temperatures}")
+        if self.max_new_tokens < 1 or self.runs < 1 or self.warmup < 0:
+            raise SettingsError("max_new_tokens and runs must be at least 1, warmup at least 0")
+        unknown = set(self.method_args) - set(self.methods)
+        if unknown:
+            raise SettingsError(f"--method-arg names methods that are not run: {sorted(unknown)}; "
+                                f"methods: {self.methods}")
+
+
+def first_mismatch(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """The first position where two token lists differ (a length difference counts), or None."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def machine_info(model: LeapModel) -> dict[str, Any]:
+    """Where a run ran: the report prints it beside the tables."""
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "device": str(model.device), "dtype": str(model.dtype).replace("torch.", ""),
+            "cuda": torch.cuda.get_device_name(model.device) if model.device.type == "cuda" else None}
+
+
+class Bench:
+    """One benchmark run into a results folder (see the module docstring)."""
+
+    def __init__(self, model: LeapModel, rows: Sequence[dict], settings: BenchSettings, out: str | Path, *,
+                 resume: bool = False, progress: bool = True) -> None:
+        if not rows:
+            raise SettingsError("no prompts selected; check --prompts / --categories / --num-prompts")
+        self.model, self.rows, self.settings = model, list(rows), settings
+        self.file = RecordFile(out, resume=resume)
+        self.progress = progress
+        self.methods: dict[str, BenchMethod] = {
+            name: make_method(name, model, settings.options, **settings.method_args.get(name, {}))
+            for name in settings.methods}
+        self._totals: dict[tuple[str, float], list[float]] = {}
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> RecordFile:
+        from tqdm import tqdm
+
+        s = self.settings
+        self.file.append({"kind": "meta", "time": time.strftime("%Y-%m-%d %H:%M:%S"), "model": self.model.name,
+                          "num_layers": self.model.num_layers, "prompts": len(self.rows),
+                          "settings": {**asdict(s), "options": asdict(s.options)}, "machine": machine_info(self.model)})
+        self._warm_up()
+        done = self.file.done()
+        total = sum(len(r["turns"]) for r in self.rows) * len(s.temperatures) * s.runs * len(self.methods)
+        with tqdm(total=total, desc="leap bench", disable=not self.progress, dynamic_ncols=True) as bar:
+            for row in self.rows:
+                for temperature in s.temperatures:
+                    for run in range(s.runs):
+                        for name, method in self.methods.items():
+                            self._conversation(row, temperature, run, name, method, done, bar)
+        return self.file
+
+    def _warm_up(self) -> None:
+        s = self.settings
+        ids = self.model.encode_messages([{"role": "user", "content": self.rows[0]["turns"][0]}], chat=s.chat)
+        for _ in range(s.warmup):
+            for method in self.methods.values():
+                try:
+                    method.run(ids, max_new_tokens=s.warmup_tokens, temperature=0.0, seed=s.seed)
+                except Exception:  # noqa: BLE001 - the measured run records the failure
+                    pass
+
+    def _conversation(self, row: dict, temperature: float, run: int, name: str, method: BenchMethod,
+                      done: set, bar: Any) -> None:
+        s = self.settings
+        messages: list[dict[str, str]] = []
+        failed = False
+        for turn, text in enumerate(row["turns"]):
+            messages.append({"role": "user", "content": text})
+            base = {"kind": "answer", "question_id": row["question_id"], "category": row["category"], "turn": turn,
+                    "temperature": temperature, "run": run, "method": name}
+            if record_key(base) in done:
+                prior = self.file.find(**{k: base[k] for k in ("question_id", "turn", "temperature", "run", "method")})
+                messages.append({"role": "assistant", "content": prior["text"] if prior else ""})
+                bar.update(1)
+                continue
+            if failed:
+                self.file.append({**base, "status": "failed", "error": "an earlier turn of this question failed"})
+                bar.update(1)
+                continue
+            rec = self._generate(base, messages, method, temperature, run, turn)
+            failed = rec["status"] != "ok"
+            self.file.append(rec)
+            messages.append({"role": "assistant", "content": rec.get("text", "")})
+            bar.update(1)
+            bar.set_postfix_str(self._postfix(name, row["category"], temperature, rec))
+
+    def _generate(self, base: dict, messages: list[dict], method: BenchMethod, temperature: float, run: int,
+                  turn: int) -> dict[str, Any]:
+        s = self.settings
+        seed = s.seed + zlib.crc32(str(base["question_id"]).encode()) % 100_000 + 1_000_003 * run + 7919 * turn
+        try:
+            ids = self.model.encode_messages(messages, chat=s.chat)
+            res: MethodResult = method.run(ids, max_new_tokens=s.max_new_tokens, temperature=temperature, seed=seed)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # noqa: BLE001 - recorded, and the run goes on
+            return {**base, "status": "failed", "error": f"{type(err).__name__}: {err}"}
+        rec = {**base, "status": "ok", "prompt_tokens": len(ids), "new_tokens": len(res.token_ids),
+               "wall_time_s": res.wall_time_s, "steps": res.steps, "accept_lengths": res.accepted_lengths,
+               "config": res.config, "text": self.model.decode(res.token_ids), "token_ids": res.token_ids,
+               **res.extra}
+        if temperature == 0 and base["method"] != "ar":
+            ref = self.file.find(question_id=base["question_id"], turn=turn, temperature=temperature, run=run,
+                                 method="ar")
+            if ref is not None:
+                mismatch = first_mismatch(res.token_ids, ref["token_ids"])
+                rec["lossless"], rec["first_mismatch"] = mismatch is None, mismatch
+        return rec
+
+    def _postfix(self, name: str, category: str, temperature: float, rec: dict) -> str:
+        if rec["status"] == "ok":
+            tot = self._totals.setdefault((name, temperature), [0.0, 0.0])
+            tot[0] += rec["new_tokens"]
+            tot[1] += rec["wall_time_s"]
+        mine, plain = self._totals.get((name, temperature)), self._totals.get(("ar", temperature))
+        speed = ""
+        if mine and plain and mine[1] > 0 and plain[0] > 0:
+            speed = f" {(mine[0] / mine[1]) / (plain[0] / plain[1]):.2f}x"
+        return f"{name} | {category} | T={temperature:g}{speed}"

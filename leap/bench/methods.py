@@ -1,0 +1,211 @@
+"""Benchmark methods: one object per method name, each decoding token ids and timing itself.
+
+A :class:`BenchMethod` turns a prompt's token ids into a :class:`MethodResult` (new tokens, wall
+time of the whole generation including prefill, decoding steps, accepted length per step, the
+configuration used). The harness (:mod:`leap.bench.harness`) calls :meth:`BenchMethod.run` once per
+prompt, turn, temperature and run, interleaving the methods per prompt.
+
+Names resolve in this order (:func:`make_method`):
+
+1. ``bench_methods`` (entry-point group ``leap.bench_methods``): ``ar`` (plain decoding), ``leap``
+   and its ablations ``leap-no-zones``, ``leap-no-groups``, ``leap-no-search`` (LEAP Table 2), and
+   the peers ``hf-pld`` (transformers' prompt lookup decoding, ``prompt_lookup_num_tokens``) and
+   ``hf-early-exit`` (transformers' ``assistant_early_exit`` self-speculation), timed like every
+   other method: wall clock around one ``generate`` call on the same weights;
+2. any search agent (``leap agents``): online search on LEAP's space (SWIFT and CLaSP on theirs);
+3. any model-free drafter (``leap drafters``): the decoder drafting with it.
+
+Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VALUE``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from leap.core.decoder import SelfSpecDecoder
+from leap.core.drafters import drafters
+from leap.core.errors import SettingsError, UnknownNameError
+from leap.core.model import LeapModel
+from leap.core.outcome import GenerationOutcome
+from leap.core.registry import Registry
+
+__all__ = ["BenchMethod", "BenchOptions", "MethodResult", "bench_methods", "make_method", "method_names"]
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """Settings every method shares: the online search's (``budget``, ``reward``, ``min_speedup``,
+    ``give_up``), the layer-skip draft's policy, and the base seed of agents."""
+
+    budget: int = 40
+    reward: str = "measured"
+    min_speedup: float = 1.0
+    give_up: int = 10
+    draft_policy: str = "confidence"
+    seed: int = 0
+
+
+@dataclass
+class MethodResult:
+    """What one generation produced and cost (Spec-Bench's answer fields plus leap's)."""
+
+    token_ids: list[int]
+    wall_time_s: float
+    steps: int
+    accepted_lengths: list[int] | None = None
+    config: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_outcome(cls, outcome: GenerationOutcome, **extra: Any) -> MethodResult:
+        return cls(list(outcome.token_ids), outcome.wall_time_s, len(outcome.steps), outcome.accepted_lengths,
+                   outcome.config, dict(extra))
+
+
+class BenchMethod:
+    """Base class: ``run`` decodes ``ids`` and returns a :class:`MethodResult`."""
+
+    name = "base"
+
+    def run(self, ids: list[int], *, max_new_tokens: int, temperature: float, seed: int) -> MethodResult:
+        raise NotImplementedError
+
+
+BenchFactory = Callable[..., BenchMethod]  # (model, options, **method_args) -> BenchMethod
+bench_methods: Registry[BenchFactory] = Registry("benchmark method", "leap.bench_methods")
+
+
+class DecoderMethod(BenchMethod):
+    """A :class:`SelfSpecDecoder` run as is: plain decoding, a fixed configuration, or a drafter."""
+
+    def __init__(self, name: str, decoder: SelfSpecDecoder) -> None:
+        self.name, self.decoder = name, decoder
+
+    def run(self, ids, *, max_new_tokens, temperature, seed):
+        out = self.decoder.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+        return MethodResult.from_outcome(out)
+
+
+class SearchMethod(BenchMethod):
+    """An agent searching online (:class:`leap.search.runner.OnlineSearch`) on every prompt."""
+
+    def __init__(self, name: str, model: LeapModel, options: BenchOptions, agent: str, *, zones: bool = True,
+                 groups: bool = True, search: bool = True, **agent_kwargs: Any) -> None:
+        from leap.search.methods import agent_factory
+        from leap.search.runner import OnlineSearch, SearchSettings
+
+        self.name = name
+        factory = agent_factory(agent, model.num_layers, zones=zones, groups=groups, search=search,
+                                seed=options.seed, agent_kwargs=agent_kwargs)
+        settings = SearchSettings(budget=options.budget, reward=options.reward, min_speedup=options.min_speedup,
+                                  give_up=options.give_up)
+        self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy), factory, settings)
+
+    def run(self, ids, *, max_new_tokens, temperature, seed):
+        res = self.runner.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+        return MethodResult.from_outcome(
+            res.generation, search_iterations=res.iterations, converged=res.converged,
+            search_overhead_s=res.search_overhead_s, t_base_s=res.t_base_s,
+            trial_rewards=[t["reward"] for t in res.trials], trial_configs=[t["config"] for t in res.trials])
+
+
+class TransformersPeer(BenchMethod):
+    """``model.generate`` of transformers with one assisted-generation option, on leap's weights.
+
+    The number of verification forwards is counted with a hook on the last decoder layer (an
+    early-exit draft never reaches it), so M = new tokens / verification steps.
+    """
+
+    def __init__(self, name: str, model: LeapModel, **generate_kwargs: Any) -> None:
+        self.name, self.model, self.generate_kwargs = name, model, generate_kwargs
+
+    def run(self, ids, *, max_new_tokens, temperature, seed):
+        hf = self.model.hf_model
+        calls = [0]
+        hook = self.model.layers[-1].register_forward_hook(lambda *a: calls.__setitem__(0, calls[0] + 1))
+        sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else \
+            dict(do_sample=False)
+        try:
+            torch.manual_seed(seed)
+            with torch.inference_mode():
+                t0 = time.perf_counter()
+                out = hf.generate(torch.tensor([ids], device=self.model.device), max_new_tokens=max_new_tokens,
+                                  eos_token_id=sorted(self.model.eos_token_ids) or None, pad_token_id=0,
+                                  **sampling, **self.generate_kwargs)
+                if self.model.device.type == "cuda":
+                    torch.cuda.synchronize()
+                wall = time.perf_counter() - t0
+        finally:
+            hook.remove()
+        new = out[0, len(ids):].tolist()
+        steps = max(1, calls[0] - 1)  # the first call is the prefill
+        return MethodResult(new, wall, steps, None, ", ".join(f"{k}={v}" for k, v in self.generate_kwargs.items()))
+
+
+@bench_methods.register("ar")
+def _ar(model: LeapModel, options: BenchOptions) -> BenchMethod:
+    """plain autoregressive decoding (the speedup baseline)"""
+    return DecoderMethod("ar", SelfSpecDecoder(model, None))
+
+
+def _leap(name: str, **ablation: bool) -> BenchFactory:
+    def factory(model: LeapModel, options: BenchOptions, **agent_kwargs: Any) -> BenchMethod:
+        return SearchMethod(name, model, options, "leap", **ablation, **agent_kwargs)
+
+    factory.__doc__ = {"leap": "LEAP: zones + groups from the prefill, zone-aware MCTS on measured speedup",
+                       "leap-no-zones": "LEAP w/o zone (Table 2): every layer middle-like",
+                       "leap-no-groups": "LEAP w/o group (Table 2): one decision unit per layer",
+                       "leap-no-search": "LEAP w/o MCTS (Table 2): zones + groups with a fixed rule"}[name]
+    return factory
+
+
+bench_methods.add("leap", _leap("leap"))
+bench_methods.add("leap-no-zones", _leap("leap-no-zones", zones=False))
+bench_methods.add("leap-no-groups", _leap("leap-no-groups", groups=False))
+bench_methods.add("leap-no-search", _leap("leap-no-search", search=False))
+
+
+@bench_methods.register("hf-pld")
+def _hf_pld(model: LeapModel, options: BenchOptions, num_tokens: int = 10, max_matching_ngram_size: int = 2
+            ) -> BenchMethod:
+    """peer: transformers' prompt lookup decoding (prompt_lookup_num_tokens)"""
+    return TransformersPeer("hf-pld", model, prompt_lookup_num_tokens=int(num_tokens),
+                            max_matching_ngram_size=int(max_matching_ngram_size))
+
+
+@bench_methods.register("hf-early-exit")
+def _hf_early_exit(model: LeapModel, options: BenchOptions, layer: int | None = None,
+                   num_assistant_tokens: int | None = None) -> BenchMethod:
+    """peer: transformers' early-exit self-speculation (assistant_early_exit, default: half the layers)"""
+    layer = model.num_layers // 2 if layer is None else int(layer)
+    if not 1 <= layer < model.num_layers:
+        raise SettingsError(f"hf-early-exit: layer must be in 1..{model.num_layers - 1}, got {layer}")
+    kwargs: dict[str, Any] = {"assistant_early_exit": layer}
+    if num_assistant_tokens is not None:
+        kwargs["num_assistant_tokens"] = int(num_assistant_tokens)
+    return TransformersPeer("hf-early-exit", model, **kwargs)
+
+
+def method_names() -> list[str]:
+    """Every name :func:`make_method` accepts."""
+    from leap.search.base import search_agents
+
+    return sorted({*bench_methods.names(), *search_agents.names(), *drafters.names()})
+
+
+def make_method(name: str, model: LeapModel, options: BenchOptions = BenchOptions(), **kwargs: Any) -> BenchMethod:
+    """The benchmark method called ``name`` (see the module docstring for the lookup order)."""
+    from leap.search.base import search_agents
+
+    if name in bench_methods:
+        return bench_methods.create(name, model, options, **kwargs)
+    if name in search_agents:
+        return SearchMethod(name, model, options, name, **kwargs)
+    if name in drafters:
+        return DecoderMethod(name, SelfSpecDecoder(model, None, drafter=name, drafter_kwargs=kwargs))
+    raise UnknownNameError(f"unknown benchmark method {name!r}; known: {', '.join(method_names())}")

@@ -1,0 +1,86 @@
+"""The benchmark's JSONL records: one line per prompt, turn, temperature, run and method.
+
+Records are appended (and flushed) as soon as a generation finishes, so a crash or Ctrl-C loses at
+most the generation in flight, and ``leap bench --resume`` skips every key already written. Fields
+follow Spec-Bench's answer format (``question_id``, ``category``, ``turn``, ``new_tokens``,
+``wall_time_s``, ``accept_lengths``) plus leap's: ``method``, ``temperature``, ``run``, ``steps``,
+``config``, ``status`` (``ok`` / ``failed`` with ``error``), and for greedy runs ``lossless`` (the
+tokens equal plain decoding's) and ``first_mismatch`` (the first differing position, or None).
+
+Who calls what: :class:`leap.bench.harness.Bench` writes with :class:`RecordFile`;
+:mod:`leap.bench.report` reads with :func:`read_records`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RecordFile", "read_records", "record_key", "RECORDS_FILE"]
+
+RECORDS_FILE = "records.jsonl"
+
+
+def record_key(rec: dict[str, Any]) -> tuple:
+    """What identifies a generation: (question, turn, temperature, run, method)."""
+    return (str(rec["question_id"]), int(rec["turn"]), float(rec["temperature"]), int(rec["run"]), rec["method"])
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of a results folder (or a JSONL file); a torn last line (a crash mid-write) is skipped."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RECORDS_FILE
+    if not path.is_file():
+        from leap.core.errors import LeapError
+
+        raise LeapError(f"no benchmark records at {path}; run `leap bench --out DIR` first")
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+class RecordFile:
+    """Append-only JSONL of one benchmark folder."""
+
+    def __init__(self, folder: str | Path, *, resume: bool) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.path = self.folder / RECORDS_FILE
+        if self.path.exists() and not resume and self.path.stat().st_size:
+            from leap.core.errors import SettingsError
+
+            raise SettingsError(f"{self.path} already holds results; pass --resume to continue that run, "
+                                "or choose another --out folder")
+        self.records = read_records(self.path) if self.path.exists() else []
+
+    def done(self) -> set[tuple]:
+        """Keys of finished generations (failed ones are retried on resume)."""
+        return {record_key(r) for r in self.records if r.get("kind") == "answer" and r.get("status") == "ok"}
+
+    def find(self, **match: Any) -> dict[str, Any] | None:
+        """The last ``ok`` answer record whose fields equal ``match``."""
+        for rec in reversed(self.records):
+            if rec.get("kind") == "answer" and rec.get("status") == "ok" and all(
+                    rec.get(k) == v for k, v in match.items()):
+                return rec
+        return None
+
+    def append(self, rec: dict[str, Any]) -> None:
+        self.records.append(rec)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+
+    def extend(self, recs: Iterable[dict[str, Any]]) -> None:
+        for rec in recs:
+            self.append(rec)

@@ -1,0 +1,223 @@
+"""``leap report``: LEAP's Table 1 and Table 2 from a benchmark folder, as markdown or CSV, and plots.
+
+Definitions (Spec-Bench's, computed over the *paired* generations: those where both the method and
+plain decoding (``ar``) succeeded for the same question, turn, temperature and run):
+
+* **speedup** of a method in a category = (sum of its new tokens / sum of its wall times) over
+  (the same for ``ar``) - a ratio of tokens per second, pooled over the category's generations;
+  the ``overall`` row pools every category.
+* **M** (mean accepted length) = committed tokens per decoding step = sum of new tokens / sum of
+  steps (``ar``: 1 by definition).
+* **lossless** (greedy only) = generations whose tokens equal plain decoding's, as ``k/n``.
+
+Table 1: one row per method, per category ``M`` and speedup, and overall, for each temperature.
+Table 2: LEAP's ablations (``leap``, ``leap-no-zones``, ``leap-no-groups``, ``leap-no-search``).
+
+Who calls what: ``leap report DIR`` (:mod:`leap.cli`) calls :func:`summarise` then
+:func:`table1_markdown` / :func:`table2_markdown` / :func:`to_csv` and, with ``--plot``,
+:func:`plot_speedup` and :func:`plot_early_speedup`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ReportRow", "summarise", "table1_markdown", "table2_markdown", "to_csv", "plot_speedup",
+           "plot_early_speedup", "ABLATIONS"]
+
+ABLATIONS = {"leap": "LEAP", "leap-no-zones": "w/o zone", "leap-no-groups": "w/o group",
+             "leap-no-search": "w/o MCTS"}
+
+
+@dataclass
+class ReportRow:
+    method: str
+    category: str
+    temperature: float
+    prompts: int
+    generations: int
+    mean_accepted: float
+    speedup: float
+    lossless: str  # "k/n" for greedy non-baseline methods, "" otherwise
+    failed: int
+
+
+def _key(r: dict) -> tuple:
+    return (str(r["question_id"]), int(r["turn"]), float(r["temperature"]), int(r["run"]))
+
+
+def _tps(recs: Sequence[dict]) -> float:
+    time = sum(r["wall_time_s"] for r in recs)
+    return sum(r["new_tokens"] for r in recs) / time if time > 0 else 0.0
+
+
+def _row(method: str, category: str, temperature: float, recs: list[dict], plain: dict[tuple, dict],
+         failed: int) -> ReportRow:
+    base = [plain[_key(r)] for r in recs]
+    steps = sum(r["steps"] for r in recs)
+    speedup = _tps(recs) / _tps(base) if recs and _tps(base) > 0 else float("nan")
+    lossless = ""
+    if temperature == 0 and method != "ar":
+        checked = [r for r in recs if "lossless" in r]
+        lossless = f"{sum(bool(r['lossless']) for r in checked)}/{len(checked)}"
+    return ReportRow(method, category, temperature, len({r["question_id"] for r in recs}), len(recs),
+                     sum(r["new_tokens"] for r in recs) / steps if steps else float("nan"), speedup, lossless, failed)
+
+
+def summarise(records: Sequence[dict[str, Any]]) -> list[ReportRow]:
+    """One :class:`ReportRow` per temperature, method and category, plus category ``overall``."""
+    answers = [r for r in records if r.get("kind") == "answer"]
+    ok = {(_key(r), r["method"]): r for r in answers if r.get("status") == "ok"}  # a resumed retry wins
+    plain = {k: r for (k, m), r in ok.items() if m == "ar"}
+    methods = list(dict.fromkeys(r["method"] for r in answers))
+    categories = list(dict.fromkeys(r["category"] for r in answers))
+    temps = sorted({float(r["temperature"]) for r in answers})
+    rows = []
+    for t in temps:
+        for m in methods:
+            mine = [r for (k, mm), r in ok.items() if mm == m and k[2] == t and k in plain]
+            failed = [r for r in answers if r["method"] == m and float(r["temperature"]) == t
+                      and r.get("status") != "ok" and (_key(r), m) not in ok]
+            for cat in categories:
+                recs = [r for r in mine if r["category"] == cat]
+                n_failed = sum(r["category"] == cat for r in failed)
+                if recs or n_failed:
+                    rows.append(_row(m, cat, t, recs, plain, n_failed))
+            if mine or failed:
+                rows.append(_row(m, "overall", t, mine, plain, len(failed)))
+    return rows
+
+
+def _fmt(x: float, spec: str) -> str:
+    return "-" if x != x else format(x, spec)  # NaN -> "-"
+
+
+def table1_markdown(rows: Sequence[ReportRow], methods: Sequence[str] | None = None) -> str:
+    """LEAP Table 1: per temperature, rows = methods, columns = categories (M / speedup) and overall."""
+    out = []
+    for t in sorted({r.temperature for r in rows}):
+        sel = [r for r in rows if r.temperature == t and (methods is None or r.method in methods)]
+        cats = [c for c in dict.fromkeys(r.category for r in sel) if c != "overall"]
+        by = {(r.method, r.category): r for r in sel}
+        names = list(dict.fromkeys(r.method for r in sel))
+        out.append(f"**T = {t:g}** (cells: M / speedup; speedup = tokens/s over plain decoding's)\n")
+        out.append("| method | " + " | ".join(cats) + " | overall M | overall speedup | lossless | failed |")
+        out.append("|---|" + "---|" * (len(cats) + 4))
+        for m in names:
+            cells = [f"{_fmt(by[m, c].mean_accepted, '.2f')} / {_fmt(by[m, c].speedup, '.2f')}x"
+                     if (m, c) in by else "" for c in cats]
+            o = by.get((m, "overall"))
+            tail = [_fmt(o.mean_accepted, ".2f"), _fmt(o.speedup, ".2f") + "x", o.lossless or "-", str(o.failed)] \
+                if o else ["", "", "", ""]
+            out.append(f"| {m} | " + " | ".join(cells + tail) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def table2_markdown(rows: Sequence[ReportRow]) -> str:
+    """LEAP Table 2 (ablations): overall M and speedup of LEAP and its ablations per temperature."""
+    temps = sorted({r.temperature for r in rows})
+    by = {(r.method, r.temperature): r for r in rows if r.category == "overall"}
+    present = [m for m in ABLATIONS if any((m, t) in by for t in temps)]
+    if not present:
+        return "(no ablation methods in these records: run leap, leap-no-zones, leap-no-groups, leap-no-search)\n"
+    head = "| method | " + " | ".join(f"T={t:g} M | T={t:g} speedup" for t in temps) + " |"
+    lines = [head, "|---|" + "---|---|" * len(temps)]
+    for m in present:
+        cells = []
+        for t in temps:
+            r = by.get((m, t))
+            cells += [_fmt(r.mean_accepted, ".2f"), _fmt(r.speedup, ".2f") + "x"] if r else ["", ""]
+        lines.append(f"| {ABLATIONS[m]} (`{m}`) | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(rows: Sequence[ReportRow]) -> str:
+    """One CSV row per method, category (and ``overall``) and temperature."""
+    buf = io.StringIO()
+    fields = list(asdict(rows[0])) if rows else list(ReportRow.__dataclass_fields__)
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        d = asdict(r)
+        d["mean_accepted"], d["speedup"] = round(r.mean_accepted, 4), round(r.speedup, 4)
+        writer.writerow(d)
+    return buf.getvalue()
+
+
+def plot_speedup(rows: Sequence[ReportRow], out: str | Path) -> list[Path]:
+    """``speedup_T{t}.png``: speedup per category (and overall) for every method, one file per temperature."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    paths = []
+    for t in sorted({r.temperature for r in rows}):
+        sel = [r for r in rows if r.temperature == t and r.method != "ar"]
+        cats = list(dict.fromkeys(r.category for r in sel))
+        names = list(dict.fromkeys(r.method for r in sel))
+        by = {(r.method, r.category): r.speedup for r in sel}
+        fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(cats) * max(1, len(names)) / 3), 4.5))
+        width = 0.8 / max(1, len(names))
+        x = np.arange(len(cats))
+        for i, m in enumerate(names):
+            ax.bar(x + i * width, [by.get((m, c), np.nan) for c in cats], width, label=m)
+        ax.axhline(1.0, color="black", lw=0.8, ls="--")
+        ax.set_xticks(x + 0.4 - width / 2, cats, rotation=30, ha="right")
+        ax.set_ylabel("speedup over plain decoding")
+        ax.set_title(f"Speedup per category, T = {t:g}")
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        path = Path(out) / f"speedup_T{t:g}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def early_speedup(records: Sequence[dict[str, Any]], iterations: int = 20) -> dict[str, list[float]]:
+    """Mean measured speedup (search reward) at each of the first ``iterations`` search iterations of
+    a prompt, per search method (LEAP's early-stage comparison with SWIFT and CLaSP)."""
+    out: dict[str, list[float]] = {}
+    for m in dict.fromkeys(r["method"] for r in records if r.get("trial_rewards")):
+        series = [r["trial_rewards"] for r in records if r.get("method") == m and r.get("trial_rewards")]
+        means = []
+        for i in range(iterations):
+            vals = [s[i] for s in series if len(s) > i]
+            if not vals:
+                break
+            means.append(sum(vals) / len(vals))
+        out[m] = means
+    return out
+
+
+def plot_early_speedup(records: Sequence[dict[str, Any]], out: str | Path, iterations: int = 20) -> Path | None:
+    """``early_speedup.png``: :func:`early_speedup` as lines, one per search method."""
+    curves = early_speedup(records, iterations)
+    if not curves:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for m, ys in curves.items():
+        ax.plot(range(1, len(ys) + 1), ys, marker="o", ms=3, label=m)
+    ax.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax.set_xlabel("search iteration within a prompt")
+    ax.set_ylabel("measured speedup of the step (mean over prompts)")
+    ax.set_title("Early-stage speedup of the search methods")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(out) / "early_speedup.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

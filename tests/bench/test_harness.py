@@ -1,0 +1,103 @@
+"""leap.bench.harness end to end on a tiny random model: records, resume, failures, multi-turn."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from leap.bench.harness import Bench, BenchSettings, first_mismatch
+from leap.bench.methods import BenchMethod, bench_methods
+from leap.bench.records import read_records
+from leap.bench.report import summarise
+from leap.core.errors import SettingsError
+
+ROWS = [{"question_id": "q1", "category": "alpha", "turns": ["w5 w6 w7 w5 w6 w7", "w9 w10 w9"]},
+        {"question_id": "q2", "category": "beta", "turns": ["w8 w9 w8 w9 w8 w9"]}]
+
+
+def settings(**kw):
+    return BenchSettings(**{"methods": ["prompt-lookup"], "max_new_tokens": 12, "chat": False, "warmup": 0, **kw})
+
+
+def answers(folder):
+    return [r for r in read_records(folder) if r["kind"] == "answer"]
+
+
+def test_end_to_end_records_every_turn_and_checks_losslessness(tiny_llama, tmp_path):
+    Bench(tiny_llama, ROWS, settings(temperatures=[0, 1]), tmp_path, progress=False).run()
+    recs = answers(tmp_path)
+    # 3 turns x 2 temperatures x 2 methods (ar added in front)
+    assert len(recs) == 12 and all(r["status"] == "ok" for r in recs)
+    assert {r["method"] for r in recs} == {"ar", "prompt-lookup"}
+    greedy = [r for r in recs if r["method"] == "prompt-lookup" and r["temperature"] == 0]
+    assert all(r["lossless"] is True and r["first_mismatch"] is None for r in greedy)
+    for r in recs:
+        assert r["new_tokens"] == len(r["token_ids"]) and r["wall_time_s"] > 0 and r["steps"] >= 1
+    # the second turn's prompt holds the first turn and its answer
+    first, second = (next(r for r in recs if r["question_id"] == "q1" and r["turn"] == t and r["method"] == "ar"
+                          and r["temperature"] == 0) for t in (0, 1))
+    assert second["prompt_tokens"] > first["prompt_tokens"] + first["new_tokens"]
+    meta = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[0])
+    assert meta["kind"] == "meta" and meta["settings"]["methods"] == ["ar", "prompt-lookup"]
+    rows = summarise(read_records(tmp_path))
+    assert {r.category for r in rows} == {"alpha", "beta", "overall"}
+
+
+def test_resume_skips_finished_work_and_refuses_to_overwrite(tiny_llama, tmp_path):
+    Bench(tiny_llama, ROWS[:1], settings(), tmp_path, progress=False).run()
+    assert len(answers(tmp_path)) == 4
+    with pytest.raises(SettingsError, match="--resume"):
+        Bench(tiny_llama, ROWS, settings(), tmp_path, progress=False)
+    Bench(tiny_llama, ROWS, settings(), tmp_path, resume=True, progress=False).run()
+    recs = answers(tmp_path)
+    assert len(recs) == 6  # only q2's two generations were added
+    assert [r["question_id"] for r in recs[4:]] == ["q2", "q2"]
+    Bench(tiny_llama, ROWS, settings(), tmp_path, resume=True, progress=False).run()
+    assert len(answers(tmp_path)) == 6
+
+
+class Flaky(BenchMethod):
+    name = "flaky"
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def run(self, ids, **kw):
+        if 8 in ids:  # q2's prompt
+            raise RuntimeError("boom on q2")
+        return self.inner.run(ids, **kw)
+
+
+@pytest.fixture
+def flaky_method():
+    from leap.bench.methods import make_method
+
+    bench_methods.add("flaky", lambda model, options: Flaky(make_method("ar", model, options)))
+    yield
+    bench_methods.remove("flaky")
+
+
+def test_a_failing_method_is_recorded_and_the_run_goes_on(tiny_llama, tmp_path, flaky_method):
+    rows = [ROWS[1], ROWS[0]]
+    Bench(tiny_llama, rows, settings(methods=["flaky", "prompt-lookup"]), tmp_path, progress=False).run()
+    recs = answers(tmp_path)
+    failed = [r for r in recs if r["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["question_id"] == "q2" and "boom on q2" in failed[0]["error"]
+    assert len([r for r in recs if r["status"] == "ok"]) == 8  # q2: ar + pld; q1: 2 turns x 3 methods
+    row = next(r for r in summarise(read_records(tmp_path)) if r.method == "flaky" and r.category == "overall")
+    assert row.failed == 1 and row.generations == 2
+
+
+def test_bad_settings_name_the_fix():
+    with pytest.raises(SettingsError, match="temperatures must be"):
+        BenchSettings(temperatures=[-1])
+    with pytest.raises(SettingsError, match="method-arg"):
+        BenchSettings(methods=["ar"], method_args={"leap": {"x": 1}})
+    assert BenchSettings(methods=["leap", "ar", "leap"]).methods == ["ar", "leap"]
+
+
+@pytest.mark.parametrize("a, b, expected", [([1, 2, 3], [1, 2, 3], None), ([1, 2, 3], [1, 5, 3], 1),
+                                            ([1, 2], [1, 2, 3], 2), ([], [], None)])
+def test_first_mismatch(a, b, expected):
+    assert first_mismatch(a, b) == expected

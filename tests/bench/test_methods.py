@@ -1,0 +1,33 @@
+"""Every benchmark method name (bench methods, agents, drafters, peers) runs and is lossless (greedy)."""
+
+from __future__ import annotations
+
+import pytest
+
+from leap.bench.methods import MethodResult, make_method, method_names
+from leap.core.errors import SettingsError, UnknownNameError
+
+PROMPT = [5, 6, 7, 5, 6, 7, 5, 6]
+
+
+@pytest.fixture(scope="module")
+def plain_ids(tiny_llama):
+    return make_method("ar", tiny_llama).run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0).token_ids
+
+
+@pytest.mark.parametrize("name", method_names())
+def test_every_method_matches_plain_decoding(name, tiny_llama, plain_ids):
+    res = make_method(name, tiny_llama).run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0)
+    assert isinstance(res, MethodResult)
+    assert res.token_ids == plain_ids
+    assert res.wall_time_s > 0 and 1 <= res.steps <= len(res.token_ids)
+
+
+def test_unknown_method_lists_the_names(tiny_llama):
+    with pytest.raises(UnknownNameError, match="known: .*hf-pld"):
+        make_method("nope", tiny_llama)
+
+
+def test_peer_settings_are_checked(tiny_llama):
+    with pytest.raises(SettingsError, match="layer must be"):
+        make_method("hf-early-exit", tiny_llama, layer=99)

@@ -1,0 +1,88 @@
+"""leap.bench.report on hand-made records: M, speedup, lossless and failures computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from leap.bench.report import early_speedup, summarise, table1_markdown, table2_markdown, to_csv
+
+
+def rec(qid, cat, method, tokens, time, steps, *, t=0.0, turn=0, run=0, lossless=None, status="ok"):
+    r = {"kind": "answer", "question_id": qid, "category": cat, "turn": turn, "temperature": t, "run": run,
+         "method": method, "status": status}
+    if status == "ok":
+        r.update(new_tokens=tokens, wall_time_s=time, steps=steps)
+        if lossless is not None:
+            r["lossless"] = lossless
+    return r
+
+
+RECORDS = [
+    {"kind": "meta", "model": "hand"},
+    rec(1, "math", "ar", 100, 10.0, 100), rec(1, "math", "leap", 100, 5.0, 40, lossless=True),
+    rec(2, "math", "ar", 50, 10.0, 50), rec(2, "math", "leap", 50, 4.0, 25, lossless=False),
+    rec(3, "qa", "ar", 60, 6.0, 60), rec(3, "qa", "leap", 60, 12.0, 60, lossless=True),
+    rec(3, "qa", "ar", 60, 3.0, 60, t=1.0), rec(3, "qa", "leap", 60, 2.0, 20, t=1.0),
+    rec(4, "qa", "leap", 0, 0, 0, status="failed"),  # failed, and no plain record to pair with
+]
+
+
+def by(rows, method, cat, t=0.0):
+    return next(r for r in rows if r.method == method and r.category == cat and r.temperature == t)
+
+
+def test_speedup_and_m_pool_tokens_and_time_per_category():
+    rows = summarise(RECORDS)
+    math_ = by(rows, "leap", "math")
+    # leap: 150 tokens in 9 s; ar: 150 tokens in 20 s -> (150/9)/(150/20) = 20/9
+    assert math_.speedup == pytest.approx(20 / 9)
+    assert math_.mean_accepted == pytest.approx(150 / 65)  # 150 tokens over 40 + 25 steps
+    assert math_.lossless == "1/2" and math_.prompts == 2 and math_.failed == 0
+    qa = by(rows, "leap", "qa")
+    assert qa.speedup == pytest.approx(0.5) and qa.mean_accepted == pytest.approx(1.0) and qa.failed == 1
+    overall = by(rows, "leap", "overall")
+    # 210 tokens in 21 s vs 210 tokens in 26 s
+    assert overall.speedup == pytest.approx(26 / 21)
+    assert overall.mean_accepted == pytest.approx(210 / 125)
+    assert overall.lossless == "2/3" and overall.failed == 1
+    hot = by(rows, "leap", "overall", 1.0)
+    assert hot.speedup == pytest.approx(1.5) and hot.mean_accepted == pytest.approx(3.0) and hot.lossless == ""
+    plain = by(rows, "ar", "overall")
+    assert plain.speedup == pytest.approx(1.0) and plain.mean_accepted == pytest.approx(1.0)
+
+
+def test_tables_and_csv_carry_the_numbers():
+    rows = summarise(RECORDS)
+    md = table1_markdown(rows)
+    assert "**T = 0**" in md and "**T = 1**" in md
+    assert "| leap | 2.31 / 2.22x | 1.00 / 0.50x | 1.68 | 1.24x | 2/3 | 1 |" in md
+    csv_text = to_csv(rows)
+    header = csv_text.splitlines()[0].split(",")
+    for col in ("method", "category", "temperature", "prompts", "mean_accepted", "speedup", "lossless"):
+        assert col in header
+    assert "leap,overall,0.0,3,3,1.68,1.2381,2/3,1" in csv_text
+    t2 = table2_markdown(rows)
+    assert "| LEAP (`leap`) | 1.68 | 1.24x | 3.00 | 1.50x |" in t2
+    assert "no ablation" in table2_markdown([r for r in rows if r.method == "ar"])
+
+
+def test_a_resumed_retry_replaces_a_failure():
+    records = [rec(1, "math", "ar", 10, 1.0, 10), rec(1, "math", "leap", 0, 0, 0, status="failed"),
+               rec(1, "math", "leap", 10, 0.5, 5, lossless=True)]
+    row = by(summarise(records), "leap", "math")
+    assert row.failed == 0 and row.speedup == pytest.approx(2.0) and row.lossless == "1/1"
+
+
+def test_unpaired_records_are_left_out():
+    """Without plain decoding of the same prompt there is no speedup to report."""
+    assert summarise([rec(1, "math", "leap", 10, 1.0, 5)]) == []
+    rows = summarise([rec(1, "math", "leap", 10, 1.0, 5), rec(2, "math", "leap", 0, 0, 0, status="failed")])
+    assert len(rows) == 2 and rows[0].generations == 0 and math.isnan(rows[0].speedup) and rows[0].failed == 1
+
+
+def test_early_speedup_averages_by_iteration():
+    records = [{"method": "leap", "trial_rewards": [0.5, 1.0, 1.5]}, {"method": "leap", "trial_rewards": [1.5, 2.0]},
+               {"method": "swift", "trial_rewards": [0.2]}, {"method": "ar"}]
+    assert early_speedup(records) == {"leap": [1.0, 1.5, 1.5], "swift": [0.2]}
