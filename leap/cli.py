@@ -72,9 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="policy constructor argument, e.g. threshold=0.7 or k=4 (repeatable)")
     g.add_argument("--draft-vocab", type=int, default=None, help="restrict the draft LM head to N frequent tokens")
     g.add_argument("--drafter", default=None,
-                   help="a model-free drafter instead of layer skipping (see `leap drafters`), e.g. prompt-lookup")
+                   help="a drafter (see `leap drafters`): prompt-lookup, suffix, token-recycling (model-free), hybrid "
+                        "(model-free, continued by the --skip/--config draft), layer-skip")
     g.add_argument("--drafter-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="drafter constructor argument, e.g. num_tokens=10 (repeatable)")
+    g.add_argument("--drafters", default=None, metavar="OPTIONS",
+                   help="search over drafters jointly with the layers: 'default' or ';'-separated options, e.g. "
+                        "'layer-skip;prompt-lookup:num_tokens=4;suffix;token-recycling;hybrid'")
     g.add_argument("--no-reuse-prefix", action="store_true", help="recompute the exact-prefix layers in verification")
     g.add_argument("--max-new-tokens", type=int, default=128)
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
@@ -167,8 +171,10 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     elif method == "self-spec" and config is None and not args.drafter:
         raise SystemExit("leap: --method self-spec needs --config, --skip/--repeat or --drafter")
     elif method not in ("ar", "self-spec") and args.drafter:
-        raise SystemExit("leap: --drafter drafts model-free; use it with --method self-spec (search over drafters "
-                         "is not built yet)")
+        raise SystemExit("leap: --drafter fixes one drafter (with --method self-spec); to let the search choose "
+                         "among drafters, give --drafters a,b,c")
+    if args.drafters and method in ("ar", "self-spec"):
+        raise SystemExit("leap: --drafters is searched over by a search method (leap, mcts, ucb, bayes, random)")
     decoder = SelfSpecDecoder(
         model, config, args.draft_policy, policy_kwargs=_kv_args(args.policy_arg),
         reuse_prefix=not args.no_reuse_prefix, draft_vocab=args.draft_vocab,
@@ -183,8 +189,14 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         from leap.search.methods import agent_factory
         from leap.search.runner import OnlineSearch, SearchSettings
 
+        drafters = None
+        if args.drafters:
+            from leap.search.drafter_space import DEFAULT_DRAFTERS
+
+            drafters = DEFAULT_DRAFTERS if args.drafters == "default" else args.drafters.split(";")
         factory = agent_factory(method, model.num_layers, zones=not args.no_zones, groups=not args.no_groups,
-                                search=not args.no_search, seed=args.seed, agent_kwargs=_kv_args(args.agent_arg))
+                                search=not args.no_search, seed=args.seed, agent_kwargs=_kv_args(args.agent_arg),
+                                drafters=drafters)
         runner = OnlineSearch(decoder, factory, SearchSettings(budget=args.budget, reward=args.reward,
                                                                min_speedup=args.min_speedup, give_up=args.give_up))
         searched = runner.generate(args.prompt, **settings)

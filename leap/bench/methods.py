@@ -8,7 +8,8 @@ prompt, turn, temperature and run, interleaving the methods per prompt.
 Names resolve in this order (:func:`make_method`):
 
 1. ``bench_methods`` (entry-point group ``leap.bench_methods``): ``ar`` (plain decoding), ``leap``
-   and its ablations ``leap-no-zones``, ``leap-no-groups``, ``leap-no-search`` (LEAP Table 2), and
+   and its ablations ``leap-no-zones``, ``leap-no-groups``, ``leap-no-search`` (LEAP Table 2),
+   ``leap-drafters`` (LEAP's MCTS searching the drafter dimension jointly with the layers), and
    the peers ``hf-pld`` (transformers' prompt lookup decoding, ``prompt_lookup_num_tokens``) and
    ``hf-early-exit`` (transformers' ``assistant_early_exit`` self-speculation), timed like every
    other method: wall clock around one ``generate`` call on the same weights;
@@ -21,7 +22,7 @@ Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VA
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,13 +96,16 @@ class SearchMethod(BenchMethod):
     """An agent searching online (:class:`leap.search.runner.OnlineSearch`) on every prompt."""
 
     def __init__(self, name: str, model: LeapModel, options: BenchOptions, agent: str, *, zones: bool = True,
-                 groups: bool = True, search: bool = True, **agent_kwargs: Any) -> None:
+                 groups: bool = True, search: bool = True, drafters: Sequence[str] | str | None = None,
+                 **agent_kwargs: Any) -> None:
         from leap.search.methods import agent_factory
         from leap.search.runner import OnlineSearch, SearchSettings
 
         self.name = name
+        if isinstance(drafters, str):
+            drafters = [d for d in drafters.split(";") if d]
         factory = agent_factory(agent, model.num_layers, zones=zones, groups=groups, search=search,
-                                seed=options.seed, agent_kwargs=agent_kwargs)
+                                seed=options.seed, agent_kwargs=agent_kwargs, drafters=drafters)
         settings = SearchSettings(budget=options.budget, reward=options.reward, min_speedup=options.min_speedup,
                                   give_up=options.give_up)
         self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy), factory, settings)
@@ -168,6 +172,16 @@ bench_methods.add("leap", _leap("leap"))
 bench_methods.add("leap-no-zones", _leap("leap-no-zones", zones=False))
 bench_methods.add("leap-no-groups", _leap("leap-no-groups", groups=False))
 bench_methods.add("leap-no-search", _leap("leap-no-search", search=False))
+
+
+@bench_methods.register("leap-drafters")
+def _leap_drafters(model: LeapModel, options: BenchOptions, drafters: Sequence[str] | str | None = None,
+                   **agent_kwargs: Any) -> BenchMethod:
+    """LEAP searching over drafters: MCTS on the joint (drafter option, layer configuration) space"""
+    from leap.search.drafter_space import DEFAULT_DRAFTERS
+
+    return SearchMethod("leap-drafters", model, options, "leap", drafters=drafters or DEFAULT_DRAFTERS,
+                        **agent_kwargs)
 
 
 @bench_methods.register("hf-pld")

@@ -45,6 +45,13 @@ from leap.core.trace import LayerTrace, trace_from_prefill
 
 __all__ = ["SelfSpecDecoder", "DecodingSession"]
 
+
+def _describe(drafter: Drafter | None, cfg: LayerConfig | None) -> str | None:
+    """A step's or outcome's ``config`` string: the LayerConfig, ``drafter:NAME`` or ``drafter:NAME+CONFIG``."""
+    if drafter is None or drafter.name == "layer-skip":
+        return str(cfg) if cfg is not None else None
+    return f"drafter:{drafter.name}" + (f"+{cfg}" if cfg is not None else "")
+
 _DEFAULT = object()  # "use the decoder's configuration" in DecodingSession.step
 
 
@@ -58,8 +65,10 @@ class SelfSpecDecoder:
         policy_kwargs: constructor arguments for a policy given by name.
         reuse_prefix: keep the exact-prefix layers' draft work (see the module docstring).
         draft_vocab: restrict the draft's LM head to this many frequent tokens (plus the prompt's).
-        drafter: a model-free drafter (name from ``leap.core.drafters.drafters`` or an instance);
-            when given, every step drafts with it instead of the layer configuration.
+        drafter: a drafter (name from ``leap.core.drafters.drafters`` or an instance). Model-free
+            drafters (``prompt-lookup``, ``token-recycling``, ``suffix``) draft instead of the layer
+            configuration; ``layer-skip`` is the configuration's draft; ``hybrid`` drafts model-free and
+            lets the configuration's draft continue the chain when it has no candidate.
         drafter_kwargs: constructor arguments for a drafter given by name.
 
     Example::
@@ -171,6 +180,7 @@ class DecodingSession:
         self.steps: list[StepRecord] = []
         self.stop_reason = ""
         self._eos = model.eos_token_ids
+        self._drafters: list[Drafter] = []  # every drafter attached to this session (see attach)
         self._draft_head = (
             DraftHead.frequent(model.lm_head, decoder.draft_vocab, [*prompt_ids, *self._eos])
             if decoder.draft_vocab
@@ -204,34 +214,46 @@ class DecodingSession:
         return self.max_new_tokens - len(self.new_token_ids)
 
     # ------------------------------------------------------------------ one iteration
-    def step(self, config: LayerConfig | None = _DEFAULT) -> StepRecord:  # type: ignore[assignment]
-        """One draft/verify iteration under ``config`` (default: the decoder's; None: plain)."""
+    def step(self, config: LayerConfig | None = _DEFAULT, drafter: Drafter | None = _DEFAULT) -> StepRecord:  # type: ignore[assignment]
+        """One draft/verify iteration under ``config`` (default: the decoder's; None: plain) and
+        ``drafter`` (default: the decoder's; None: the layer-skip draft of ``config``)."""
         if self.done:
             raise RuntimeError(f"this session has finished ({self.stop_reason}); start a new one")
         cfg = self.decoder.config if config is _DEFAULT else config
         if cfg is not None:
             cfg.check_num_layers(self.stack.num_layers)
+        drafter = self.decoder.drafter if drafter is _DEFAULT else drafter
+        if drafter is not None:
+            self.attach(drafter)
         with torch.inference_mode():
-            record = self._step(cfg)
+            record = self._step(cfg, drafter)
         self.steps.append(record)
         self.decode_time_s += record.time_s
         return record
 
-    def _step(self, cfg: LayerConfig | None) -> StepRecord:
+    def attach(self, drafter: Drafter) -> None:
+        """Make ``drafter`` part of this session (done on its first use): it hears the prompt, then
+        (if it learns from the verifier) observes every later verification, whichever drafter
+        drafted, and hears the end. Idempotent."""
+        if any(d is drafter for d in self._drafters):
+            return
+        drafter.begin(self.tokens[: self.prompt_len])
+        self._drafters.append(drafter)
+
+    def _step(self, cfg: LayerConfig | None, drafter: Drafter | None) -> StepRecord:
         stack, settings = self.stack, self.settings
         base = len(self.tokens) - 1  # cache length of every layer; tokens[base] is pending
         pending = self.tokens[base]
         fwd = 0.0
         t_start = stack.clock()
 
-        # 1. Draft ------------------------------------------------------------
+        # 1. Draft: model-free tokens first, then (if the drafter lets it) the layer-skip draft --------
         draft: list[int] = []
         q_rows: list[torch.Tensor] = []
         saved: list[torch.Tensor] = []
         prefix = 0
         max_k = self.remaining - 1  # the verifier always adds one token of its own
-        drafter = self.decoder.drafter
-        if drafter is not None and max_k > 0:  # model-free: deterministic proposals, q one-hot
+        if drafter is not None and max_k > 0:  # deterministic proposals: q one-hot
             for token in drafter.propose(self.tokens, max_k)[:max_k]:
                 draft.append(int(token))
                 if not settings.greedy:
@@ -239,23 +261,29 @@ class DecodingSession:
                         0, torch.tensor([int(token)], device=stack.device), 1.0))
                 if token in self._eos:
                     break
-        elif cfg is not None and max_k > 0:
+        layered = (cfg is not None and len(draft) < max_k and not (draft and draft[-1] in self._eos)
+                   and (drafter is None or drafter.continue_with_layers(len(draft))))
+        layer_tokens = 0
+        if layered:
             passes = [a.passes for a in cfg.actions]
             prefix = cfg.exact_prefix if self.decoder.reuse_prefix else 0
             head_plan, tail_plan = plan_for(passes, 0, prefix), plan_for(passes, prefix)
             self.policy.begin()
-            token = pending
+            feed, fed = [pending, *draft], 0  # model-free tokens go through the draft layers in one pass
             while len(draft) < max_k:
                 t0 = stack.clock()
-                hidden = stack.run_layers(stack.embed([token]), head_plan, self.cache, base + len(draft))
+                hidden = stack.run_layers(stack.embed(feed), head_plan, self.cache, base + fed)
                 saved.append(hidden)
-                hidden = stack.run_layers(hidden, tail_plan, self.cache, base + len(draft))
-                logits = stack.logits(hidden, self._draft_head)[0]
+                hidden = stack.run_layers(hidden, tail_plan, self.cache, base + fed)
+                logits = stack.logits(hidden[:, -1:], self._draft_head)[0]
                 fwd += stack.clock() - t0
+                fed += len(feed)
                 q = target_probs(logits.unsqueeze(0), settings)[0]
                 token = int(logits.argmax()) if settings.greedy else sample(q, self.generator)
                 draft.append(token)
                 q_rows.append(q)
+                layer_tokens += 1
+                feed = [token]
                 if token in self._eos or self.policy.should_stop(len(draft), q):
                     break
             stack.rollback(self.cache, base, range(prefix, stack.num_layers))
@@ -295,10 +323,16 @@ class DecodingSession:
         # 4. Roll back every layer to the committed length (all but the pending token)
         stack.rollback(self.cache, len(self.tokens) - 1)
 
-        # 5. Feed back ----------------------------------------------------------
+        # 5. Feed back: drafters that learn from the verifier see the verified-correct positions
+        for d in self._drafters:
+            if d.needs_logits:
+                d.observe([pending, *draft[:accepted]], logits[: accepted + 1])
         if drafter is not None:
             drafter.feedback(k, accepted)
-        elif cfg is not None and k:
+        if self.stop_reason:
+            for d in self._drafters:
+                d.finish(self.tokens)
+        if layered and k:
             self.policy.feedback(k, accepted)
         t_end = stack.clock()
         return StepRecord(
@@ -308,19 +342,17 @@ class DecodingSession:
             draft_time_s=t_draft - t_start,
             verify_time_s=t_end - t_draft,
             forward_time_s=fwd,
-            layer_passes=k * cfg.layer_passes if cfg is not None and drafter is None else 0,
-            config=f"drafter:{drafter.name}" if drafter is not None else str(cfg) if cfg is not None else None,
+            layer_passes=layer_tokens * cfg.layer_passes if layered else 0,
+            config=_describe(drafter, cfg if layered or drafter is None else None),
         )
 
     # ------------------------------------------------------------------ result
     def outcome(self) -> GenerationOutcome:
         """The :class:`GenerationOutcome` so far (complete once :attr:`done`)."""
-        cfg = self.decoder.config
-        drafter = self.decoder.drafter
-        if drafter is not None:
-            return self._outcome(f"drafter:{drafter.name}", None, {})
-        return self._outcome(str(cfg) if cfg is not None else None, self.policy.name if cfg is not None else None,
-                             self.policy.state() if cfg is not None else {})
+        cfg, drafter = self.decoder.config, self.decoder.drafter
+        uses_layers = cfg is not None and (drafter is None or drafter.continue_with_layers(0))
+        return self._outcome(_describe(drafter, cfg if uses_layers else None),
+                             self.policy.name if uses_layers else None, self.policy.state() if uses_layers else {})
 
     def _outcome(self, config: str | None, policy: str | None, policy_state: dict) -> GenerationOutcome:
         return GenerationOutcome(

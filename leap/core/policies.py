@@ -14,6 +14,9 @@ Registered in :data:`draft_policies` (third parties: entry-point group ``leap.dr
   ``AR <- b1 AR + (1-b1) n_acc/n_drafted``; ``lambda' = lambda + eps`` if ``AR < alpha`` else
   ``lambda - eps`` (unless the draft hit its maximum length); ``lambda <- b2 lambda + (1-b2) lambda'``.
 
+* ``bandit`` - a UCB1 bandit choosing among the policies above every round (TapOut;
+  :mod:`leap.core.policy_bandit`).
+
 Lifecycle (who calls what): :class:`leap.core.decoder.DecodingSession` calls :meth:`DraftPolicy.begin`
 before a drafting round, :meth:`DraftPolicy.should_stop` after every draft token with that token's
 draft distribution, and :meth:`DraftPolicy.feedback` after verification with the accepted count.
@@ -40,7 +43,8 @@ __all__ = [
     "make_policy",
 ]
 
-draft_policies: Registry[type[DraftPolicy]] = Registry("draft policy", "leap.draft_policies")
+draft_policies: Registry[type[DraftPolicy]] = Registry("draft policy", "leap.draft_policies",
+                                                       ("leap.core.policy_bandit",))
 
 
 class DraftPolicy:

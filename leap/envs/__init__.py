@@ -1,7 +1,9 @@
 """leap.envs: Gymnasium environments. Importing ``leap`` registers them (entry points are lazy).
 
 * ``LeapLayerSearch-v0`` - measured (wall-clock) reward, ``nondeterministic=True``;
-* ``LeapLayerSearchCost-v0`` - deterministic cost-model reward.
+* ``LeapLayerSearchCost-v0`` - deterministic cost-model reward;
+* ``LeapLayerSearch-v1`` / ``LeapLayerSearchCost-v1`` - the same plus the drafter as one more action
+  dimension (:mod:`leap.envs.drafter_search`).
 
 ``gym.make("leap.envs:LeapLayerSearch-v0")`` imports this module, which registers the ids.
 """
@@ -12,7 +14,7 @@ import gymnasium as gym
 
 __all__ = ["register_envs", "ENV_IDS"]
 
-ENV_IDS = ("LeapLayerSearch-v0", "LeapLayerSearchCost-v0")
+ENV_IDS = ("LeapLayerSearch-v0", "LeapLayerSearchCost-v0", "LeapLayerSearch-v1", "LeapLayerSearchCost-v1")
 
 
 def register_envs() -> None:
@@ -23,6 +25,12 @@ def register_envs() -> None:
     if "LeapLayerSearchCost-v0" not in gym.registry:
         gym.register(id="LeapLayerSearchCost-v0", entry_point="leap.envs.layer_search:LeapLayerSearchEnv",
                      kwargs={"reward": "cost"})
+    if "LeapLayerSearch-v1" not in gym.registry:
+        gym.register(id="LeapLayerSearch-v1", entry_point="leap.envs.drafter_search:LeapDrafterSearchEnv",
+                     nondeterministic=True, kwargs={"reward": "measured"})
+    if "LeapLayerSearchCost-v1" not in gym.registry:
+        gym.register(id="LeapLayerSearchCost-v1", entry_point="leap.envs.drafter_search:LeapDrafterSearchEnv",
+                     kwargs={"reward": "cost", "persist_drafters": False})
 
 
 register_envs()

@@ -156,12 +156,17 @@ class LeapLayerSearchEnv(gym.Env):
         return self._obs(), self._info(terminated_at_reset=terminated)
 
     def step(self, action):
+        self._check_running()
+        config, illegal = self.config_of(action)
+        return self._after_step(self.session.step(config), illegal, config)
+
+    def _check_running(self) -> None:
         if self.session is None:
             raise RuntimeError("call reset() before step()")
         if self.session.done:
             raise RuntimeError("the episode has ended; call reset()")
-        config, illegal = self.config_of(action)
-        record = self.session.step(config)
+
+    def _after_step(self, record, illegal: int, config):
         self._steps += 1
         reward = float(self.reward_fn(record, self.model.num_layers))
         terminated = self.session.done

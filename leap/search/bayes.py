@@ -23,6 +23,13 @@ __all__ = ["BayesAgent", "encode_choice"]
 
 
 def encode_choice(space: SearchSpace, choice) -> np.ndarray:
+    """GP features: each unit's action index scaled to [0, 1]; a drafter option (JointSpace) one-hot."""
+    from leap.search.drafter_space import JointSpace
+
+    if isinstance(space, JointSpace):
+        choice = space.canonical(choice)
+        units = [a / max(n - 1, 1) for a, n in zip(choice[:-1], space.layer_space.action_counts)]
+        return np.array(units + [float(choice[-1] == i) for i in range(len(space.options))], dtype=float)
     return np.array([a / max(n - 1, 1) for a, n in zip(choice, space.action_counts)], dtype=float)
 
 

@@ -35,6 +35,7 @@ import numpy as np
 from leap.core.config import LayerAction, LayerConfig
 from leap.redundancy.space import SearchSpace
 from leap.search.base import SearchAgent, search_agents
+from leap.search.drafter_space import JointSpace
 from leap.search.history import SearchHistory
 
 __all__ = ["MCTSSettings", "Tree", "MCTSAgent", "shaped_reward", "select_child"]
@@ -60,10 +61,14 @@ class MCTSSettings:
             raise ValueError("c must be >= 0 and rollout_execute_prob in [0, 1]")
 
 
-def shaped_reward(s: float, ratio: float, settings: MCTSSettings) -> float:
-    """LEAP's shaped reward of speedup ``s`` at layer ratio ``ratio`` (module docstring)."""
+def shaped_reward(s: float, ratio: float | None, settings: MCTSSettings) -> float:
+    """LEAP's shaped reward of speedup ``s`` at layer ratio ``ratio`` (module docstring); ``ratio=None``
+    (a model-free drafter, no layer budget) shapes the speedup only."""
     if not settings.shaping:
         return s - 1.0
+    if ratio is None:
+        return float(np.clip(4.0 * (s - 1.0) if s < 1.0 else -0.2 if s < 1.05 else
+                             (s - 1.0) if s <= 1.4 else 1.2 * (s - 1.0), -5.0, 5.0))
     if ratio > settings.max_ratio:
         return -5.0
     if s < 1.0:
@@ -125,8 +130,15 @@ class Tree:
             node = self.parent[node]
 
 
-def _ratio_bounds(space: SearchSpace, prefix: list[int]) -> tuple[float, float]:
-    """Smallest and largest layer ratio reachable from a partial choice."""
+def _ratio_bounds(space: SearchSpace, prefix: list[int]) -> tuple[float, float] | None:
+    """Smallest and largest layer ratio reachable from a partial choice (a tree path); None when the
+    path chose a model-free drafter (no layer ratio to keep in the band)."""
+    if isinstance(space, JointSpace):
+        if not prefix:
+            return None
+        if not space.options[prefix[0]].uses_layers:
+            return None
+        prefix = prefix[1:]
     lo = hi = 0
     for i, unit in enumerate(space.units):
         options = [unit.actions[prefix[i]]] if i < len(prefix) else list(unit.actions)
@@ -146,8 +158,8 @@ def select_child(tree: Tree, node: int, space: SearchSpace, settings: MCTSSettin
     lo_band, hi_band = settings.ratio_band
     scores = []
     for _, child in kids:
-        lo, hi = _ratio_bounds(space, tree.path(child))
-        penalty = settings.ratio_penalty if (lo > hi_band or hi < lo_band) else 0.0
+        bounds = _ratio_bounds(space, tree.path(child))
+        penalty = settings.ratio_penalty if bounds and (bounds[0] > hi_band or bounds[1] < lo_band) else 0.0
         scores.append(tree.q(child) + settings.c * math.sqrt(log_n / tree.visits[child]) - penalty)
     best = max(scores)
     ties = [child for (_, child), s in zip(kids, scores) if s == best]
@@ -169,32 +181,48 @@ class MCTSAgent(SearchAgent):
         self.tree = Tree()
         self._pending: dict[LayerConfig, list[int]] = {}
 
+    # Tree levels: with a drafter dimension (JointSpace) level 0 picks the drafter option and the
+    # unit levels follow; a model-free option's node is a leaf (its layer actions do not matter).
     @property
-    def depth(self) -> int:
-        return len(self.space.units)
+    def _offset(self) -> int:
+        return 1 if isinstance(self.space, JointSpace) else 0
 
-    def _rollout(self, prefix: list[int]) -> list[int]:
-        choice = list(prefix)
-        for unit in self.space.units[len(prefix):]:
+    def _leaf_depth(self, path: list[int]) -> int:
+        if self._offset and path and not self.space.options[path[0]].uses_layers:
+            return 1
+        return len(self.space.units) + self._offset
+
+    def _num_actions(self, depth: int) -> int:
+        if self._offset and depth == 0:
+            return len(self.space.options)
+        return len(self.space.units[depth - self._offset].actions)
+
+    def _rollout(self, path: list[int]) -> list[int]:
+        choice = list(path[self._offset:])
+        for unit in self.space.units[len(choice):]:
             if self.rng.random() < self.settings.rollout_execute_prob or LayerAction.SKIP not in unit.actions:
                 choice.append(0)
             else:
                 choice.append(unit.actions.index(LayerAction.SKIP))
+        if self._offset:
+            option = path[0] if path else int(self.rng.integers(len(self.space.options)))
+            return list(self.space.canonical([*choice, option]))
         return choice
 
     def ask(self, history: SearchHistory) -> LayerConfig | None:
         tree, node = self.tree, 0
-        while tree.children[node] and tree.depth[node] < self.depth:  # 1. select
+        while tree.children[node] and tree.depth[node] < self._leaf_depth(tree.path(node)):  # 1. select
             node = select_child(tree, node, self.space, self.settings, self.rng)
-        if tree.depth[node] < self.depth:  # 2. expand
-            unit = self.space.units[tree.depth[node]]
-            for a in range(len(unit.actions)):
+        if tree.depth[node] < self._leaf_depth(tree.path(node)):  # 2. expand
+            for a in range(self._num_actions(tree.depth[node])):
                 tree.add_child(node, a)
             kids = list(tree.children[node].values())
             node = kids[int(self.rng.integers(len(kids)))]
         choice = self._rollout(tree.path(node))  # 3. roll out
         if not self.space.is_valid(choice):
-            choice = list(self.space.full_choice[: len(choice)])
+            choice = list(self.space.full_choice[: len(choice) - self._offset])
+            if self._offset:
+                choice.append(tree.path(node)[0] if tree.path(node) else 0)
         config = self.space.to_config(choice)
         self._pending.setdefault(config, []).append(node)
         return config
@@ -211,7 +239,8 @@ class MCTSAgent(SearchAgent):
         lo, hi = self.settings.ratio_band
         scored: dict[LayerConfig, list[float]] = {}
         for t in history:
-            if t.config is not None and lo <= t.config.layer_ratio <= hi:
+            ratio = None if t.config is None else t.config.layer_ratio
+            if t.config is not None and (ratio is None or lo <= ratio <= hi):
                 scored.setdefault(t.config, []).append(shaped_reward(t.reward, t.config.layer_ratio, self.settings))
         if not scored:
             return None

@@ -17,6 +17,12 @@ Search overhead (time in ``ask``/``tell`` and in the agent's probe evaluations, 
 steps) is reported separately. Greedy output stays token-identical to plain decoding throughout: the
 decoder is lossless for every configuration, whichever the agent picks.
 
+With a drafter dimension (:class:`~leap.search.drafter_space.JointSpace`) the agent proposes
+:class:`~leap.search.drafter_space.DraftChoice` values (a drafter option and, for drafters that use
+layers, a configuration); the runner keeps one drafter instance per option across prompts (so
+Token Recycling's matrix and the suffix drafter's earlier outputs carry over) and attaches all of
+them to each session, so every one of them learns from every verification.
+
 Who calls what: ``leap generate --method NAME`` and the benchmarks build an :class:`OnlineSearch`
 with :func:`build_space` and :func:`leap.search.base.make_agent`.
 """
@@ -31,6 +37,7 @@ from typing import Any
 
 from leap.core.config import LayerConfig
 from leap.core.decoder import SelfSpecDecoder
+from leap.core.drafters import Drafter, make_drafter
 from leap.core.outcome import GenerationOutcome
 from leap.core.probe import ContextProbe
 from leap.core.trace import LayerTrace
@@ -38,6 +45,7 @@ from leap.redundancy.base import compute_metrics
 from leap.redundancy.space import DecisionUnit, SearchSpace, build_search_space
 from leap.redundancy.zones import ZONE_ACTIONS, Zone, ZoneSettings
 from leap.search.base import SearchAgent
+from leap.search.drafter_space import DraftChoice, DrafterOption, JointSpace
 from leap.search.history import SearchHistory
 from leap.search.reward import CostModelSpeedup, MeasuredSpeedup
 
@@ -116,6 +124,18 @@ class OnlineSearch:
         self.settings = settings
         self.trace_positions = trace_positions
         self.agent: SearchAgent | None = None
+        self.drafters: dict[DrafterOption, Drafter] = {}  # one instance per option, kept across prompts
+
+    def _drafter(self, option: DrafterOption) -> Drafter:
+        if option not in self.drafters:
+            self.drafters[option] = make_drafter(option.name, **option.kwargs)
+        return self.drafters[option]
+
+    def _step(self, session, config):
+        """One real step under a LayerConfig, a DraftChoice (drafter + config) or None (plain)."""
+        if isinstance(config, DraftChoice):
+            return session.step(config.config, drafter=self._drafter(config.drafter))
+        return session.step(config, drafter=None)
 
     def generate(self, prompt: str | Sequence[int], **kwargs: Any) -> SearchOutcome:
         """Decode ``prompt`` (keyword arguments as in :meth:`SelfSpecDecoder.start`)."""
@@ -129,9 +149,12 @@ class OnlineSearch:
         probe = ContextProbe(session)
         t0 = time.perf_counter()
         self.agent.on_prompt(probe)
+        if isinstance(self.agent.space, JointSpace):  # stateful drafters learn from every step of the prompt
+            for option in self.agent.space.options:
+                session.attach(self._drafter(option))
         overhead += time.perf_counter() - t0
 
-        base_times = [session.step(None).time_s for _ in range(s.base_steps) if not session.done]
+        base_times = [session.step(None, drafter=None).time_s for _ in range(s.base_steps) if not session.done]
         t_base = statistics.median(base_times) if base_times else 0.0
         reward = CostModelSpeedup() if s.reward == "cost" else MeasuredSpeedup(t_base)
         if s.reward == "measured" and t_base <= 0:
@@ -142,7 +165,7 @@ class OnlineSearch:
             t0 = time.perf_counter()
             config = self.agent.ask(history)
             overhead += time.perf_counter() - t0
-            step = session.step(config)
+            step = self._step(session, config)
             r = reward(step, num_layers)
             history.record(config, r, committed=step.committed, drafted=step.drafted, accepted=step.accepted,
                            time_s=step.time_s)
@@ -158,7 +181,7 @@ class OnlineSearch:
 
         fixed = self._choose(history)
         while not session.done:
-            session.step(fixed)
+            self._step(session, fixed)
         generation = session.outcome()
         generation.config = str(fixed) if fixed is not None else None
         trials = [{"iteration": t.iteration, "config": None if t.config is None else str(t.config),

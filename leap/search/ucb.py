@@ -9,6 +9,10 @@ with a budget of ~40 real steps only a handful of arms can be tried more than on
 order the arms from cheap-and-safe to aggressive, and the plain arm lets the bandit choose plain
 decoding outright when no draft pays.
 
+With a drafter dimension (:class:`~leap.search.drafter_space.JointSpace`) each model-free drafter
+option is one more arm and each option that uses layers (``layer-skip``, ``hybrid``) is paired with
+the nested skip sets.
+
 Every arm is tried once, in order, before any is repeated; then ``argmax mean + c sqrt(2 ln t / n)``.
 """
 
@@ -22,6 +26,7 @@ import numpy as np
 from leap.core.config import LayerAction, LayerConfig
 from leap.redundancy.space import SearchSpace
 from leap.search.base import SearchAgent, search_agents
+from leap.search.drafter_space import DraftChoice, JointSpace
 from leap.search.history import SearchHistory
 
 __all__ = ["UCBAgent", "nested_skip_arms"]
@@ -50,6 +55,15 @@ def nested_skip_arms(space: SearchSpace, n_arms: int, metric: str = "cosine") ->
     return arms
 
 
+def _arms(space: SearchSpace, n_arms: int, metric: str) -> list:
+    """Nested skip sets; with a drafter dimension, each model-free option is one arm and each option
+    that uses layers gets the nested skip sets."""
+    if not isinstance(space, JointSpace):
+        return nested_skip_arms(space, n_arms, metric)
+    layered = nested_skip_arms(space.layer_space, n_arms, metric)
+    return [DraftChoice(o, c) for o in space.options for c in (layered if o.uses_layers else [None])]
+
+
 @search_agents.register("ucb")
 class UCBAgent(SearchAgent):
     """UCB1 over plain decoding and nested skip sets of the most redundant units."""
@@ -60,7 +74,7 @@ class UCBAgent(SearchAgent):
                  metric: str = "cosine", **kwargs: Any) -> None:
         super().__init__(space, seed=seed, **kwargs)
         self.c = float(c)
-        self.arms: list[LayerConfig | None] = [None, *nested_skip_arms(space, n_arms, metric)]
+        self.arms: list[LayerConfig | DraftChoice | None] = [None, *_arms(space, n_arms, metric)]
         self.counts = [0] * len(self.arms)
         self.sums = [0.0] * len(self.arms)
 

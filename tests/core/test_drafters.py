@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+import torch
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leap.core import SelfSpecDecoder
-from leap.core.drafters import PromptLookup, drafters, make_drafter
+from leap.core import LayerConfig, SelfSpecDecoder
+from leap.core.drafters import Hybrid, PromptLookup, SuffixDrafter, SuffixTrie, TokenRecycling, drafters, make_drafter
 from leap.core.errors import SettingsError
 
 # small alphabets make n-gram matches (and so real drafts) frequent
@@ -24,14 +25,25 @@ def test_prompt_lookup_takes_the_longest_ngram_and_the_earliest_match():
         PromptLookup(min_ngram=0)
 
 
+MODEL_FREE = {"prompt-lookup", "token-recycling", "suffix"}
+
+
 @pytest.mark.parametrize("name", drafters.names())
-@given(prompt=repetitive_prompts, n=st.integers(1, 24))
-def test_every_drafter_is_lossless_under_greedy_decoding(tiny_any, name, prompt, n):
+@settings(max_examples=25)
+@given(prompt=repetitive_prompts, n=st.integers(1, 24), skip=st.sets(st.integers(1, 4), max_size=3),
+       temperature=st.sampled_from([0.0]))
+def test_every_drafter_is_lossless_under_greedy_decoding(tiny_any, name, prompt, n, skip, temperature):
+    """Greedy output equals plain decoding for every registered drafter, with a layer-skip config given
+    (used by layer-skip and hybrid, ignored by model-free drafters), on one decoder reused across prompts."""
     plain = SelfSpecDecoder(tiny_any, None).generate(prompt, max_new_tokens=n)
-    out = SelfSpecDecoder(tiny_any, None, drafter=name).generate(prompt, max_new_tokens=n)
-    assert out.token_ids == plain.token_ids
-    assert sum(out.accepted_lengths) == out.new_tokens
-    assert out.layers_per_draft_token == 0.0  # model-free: no layer evaluations while drafting
+    config = LayerConfig.from_sets(tiny_any.num_layers, skip=sorted(skip))
+    decoder = SelfSpecDecoder(tiny_any, config, drafter=name)
+    for _ in range(2):  # the second run starts with state (recycled tokens, earlier outputs) from the first
+        out = decoder.generate(prompt, max_new_tokens=n)
+        assert out.token_ids == plain.token_ids
+        assert sum(out.accepted_lengths) == out.new_tokens
+    if name in MODEL_FREE:
+        assert out.layers_per_draft_token == 0.0  # model-free: no layer evaluations while drafting
 
 
 def test_prompt_lookup_drafts_and_gets_accepted_on_repetitive_text(tiny_llama):
@@ -43,5 +55,91 @@ def test_prompt_lookup_drafts_and_gets_accepted_on_repetitive_text(tiny_llama):
 def test_unknown_drafter_lists_the_registered_ones(tiny_llama):
     from leap.core.errors import UnknownNameError
 
-    with pytest.raises(UnknownNameError, match="registered: prompt-lookup"):
+    with pytest.raises(UnknownNameError, match="registered: hybrid, layer-skip, prompt-lookup"):
         make_drafter("nope")
+
+
+# ---------------------------------------------------------------- token recycling
+def test_token_recycling_follows_recycled_top1_successors():
+    tr = TokenRecycling(top_k=2, num_tokens=4)
+    assert tr.propose([1, 2], 5) == []  # nothing observed yet
+    logits = torch.full((3, 10), -1.0)
+    logits[0, 7], logits[0, 8] = 5.0, 4.0  # after token 2: 7 then 8
+    logits[1, 9] = 5.0  # after token 7: 9
+    logits[2, 2] = 5.0  # after token 9: 2 (a cycle)
+    tr.observe([2, 7, 9], logits)
+    assert tr.matrix[2].tolist() == [7, 8] and tr.matrix[7, 0] == 9
+    assert tr.propose([5, 2], 10) == [7, 9, 2, 7]  # follows the chain, capped by num_tokens
+    assert tr.propose([5, 2], 2) == [7, 9]
+    assert tr.propose([5, 3], 10) == []  # no row for 3
+
+
+@settings(max_examples=5)
+@given(prompt=repetitive_prompts)
+def test_token_recycling_memory_is_bounded_and_updates_deterministic(tiny_llama, prompt):
+    runs = []
+    for _ in range(2):
+        tr = TokenRecycling(top_k=4)
+        decoder = SelfSpecDecoder(tiny_llama, None, drafter=tr)
+        for _ in range(2):
+            decoder.generate(prompt, max_new_tokens=40)
+        assert tr.matrix.shape == (tiny_llama.vocab_size, 4) and tr.nbytes == tiny_llama.vocab_size * 4 * 4
+        runs.append(tr.matrix.copy())
+    assert (runs[0] == runs[1]).all()
+
+
+# ---------------------------------------------------------------- suffix
+def test_suffix_trie_counts_every_bounded_substring():
+    trie = SuffixTrie(max_depth=3)
+    trie.add([1, 2, 1, 2])
+    root = trie.children[0]
+    assert trie.count[root[1]] == 2 and trie.count[root[2]] == 2
+    one_two = trie.children[root[1]][2]
+    assert trie.count[one_two] == 2 and trie.count[trie.children[one_two][1]] == 1
+    assert max(trie.depth) == 3
+    node, length = trie.match([9, 1, 2])  # "1 2" occurred, followed by 1
+    assert length == 2 and trie.continuation(node, 5, 0.0) == [1]  # depth 3 leaves one token after "1 2"
+    node, length = trie.match([9, 1, 2], max_length=1)  # "2" was followed by "1 2"
+    assert length == 1 and trie.continuation(node, 5, 0.0) == [1, 2]
+
+
+def test_suffix_drafter_prefers_the_longest_match_and_frequent_continuations():
+    sd = SuffixDrafter(max_depth=8, max_match=4, num_tokens=6, alpha=3.0, min_prob=0.0)
+    # "5 6" was followed by 7 twice and by 8 once; the longest matching suffix is "5 6"
+    assert sd.propose([5, 6, 7, 1, 5, 6, 8, 2, 5, 6, 7, 3, 5, 6], 10)[:1] == [7]
+    sd.begin([1, 2, 3])
+    assert sd.propose([1, 2, 3], 10) == []  # no earlier occurrence of any suffix
+    # the finished request's output (after its prompt) is in the global trie for the next request
+    sd.propose([1, 2, 3, 40, 41, 42, 43], 10)
+    sd.begin([9])
+    assert sd.propose([9, 40, 41], 10) == [42, 43]
+
+
+@settings(max_examples=5)
+@given(prompt=repetitive_prompts)
+def test_suffix_global_trie_stays_within_max_nodes(tiny_llama, prompt):
+    sd = SuffixDrafter(max_depth=6, max_match=3, max_nodes=300)
+    decoder = SelfSpecDecoder(tiny_llama, None, drafter=sd)
+    outs = [decoder.generate(prompt, max_new_tokens=60).token_ids for _ in range(4)]
+    sd.begin([1])  # retire the last output
+    assert len(sd.global_) <= 300
+    assert sum(map(len, sd.outputs)) <= sum(map(len, outs))
+    again = SuffixDrafter(max_depth=6, max_match=3, max_nodes=300)
+    for out in outs:
+        again.begin(prompt)
+        again.propose([*prompt, *out], 1)
+    again.begin([1])
+    assert again.global_.count == sd.global_.count  # deterministic for the same history
+
+
+# ---------------------------------------------------------------- hybrid
+def test_hybrid_lets_the_layer_draft_continue_when_the_free_part_is_empty(tiny_llama):
+    config = LayerConfig.from_sets(tiny_llama.num_layers, skip=[2])
+    prompt = [5, 6, 7, 8] * 3 + [9]
+    out = SelfSpecDecoder(tiny_llama, config, drafter=Hybrid("prompt-lookup", min_free=3)).generate(
+        prompt, max_new_tokens=30)
+    assert out.layers_per_draft_token > 0 and out.config.startswith("drafter:hybrid+")
+    plain = SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=30)
+    assert out.token_ids == plain.token_ids
+    with pytest.raises(SettingsError):
+        Hybrid("layer-skip")

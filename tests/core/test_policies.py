@@ -70,3 +70,21 @@ def test_adaedl_stops_on_high_entropy_and_adapts_lambda():
 def test_bad_max_draft():
     with pytest.raises(SettingsError, match="max_draft"):
         FixedLength(k=0)
+
+
+def test_bandit_tries_every_arm_then_prefers_the_best_paying_one():
+    from leap.core.policy_bandit import BanditPolicy
+
+    bandit = BanditPolicy(c=0.1)
+    chosen = []
+    for _ in range(30):
+        bandit.begin()
+        chosen.append(bandit.current)
+        # arm 1 (fixed k=4) always gets its 4 tokens accepted; the others get nothing
+        bandit.feedback(4, 4 if bandit.current == 1 else 0)
+    assert sorted(chosen[:5]) == [0, 1, 2, 3, 4]  # each arm once first
+    assert chosen[5:].count(1) >= 20
+    state = bandit.state()
+    assert state["counts"][1] == max(state["counts"]) and state["arms"][1] == "fixed k=4"
+    with pytest.raises(SettingsError):
+        BanditPolicy(arms=["bandit"])

@@ -148,3 +148,44 @@ def test_deterministic_drafts_keep_the_target_distribution():
     counts = _sample_pairs(decoder, prompt, N, temperature=1.0)
     assert _chi2_pvalue(counts, exact) > 1e-3
     assert 0.5 * (counts / N - exact).abs().sum() < 0.1
+
+
+def _exact_three_token_distribution(model, prompt, settings):
+    """P(x1, x2, x3 | prompt) by enumeration (tiny vocabulary)."""
+    hf = model.hf_model
+    V = model.vocab_size
+    with torch.inference_mode():
+        p1 = target_probs(hf(torch.tensor([prompt])).logits[0, -1:], settings)[0]
+        p2 = target_probs(hf(torch.tensor([prompt + [x] for x in range(V)])).logits[:, -1], settings)
+        seqs = torch.tensor([prompt + [x, y] for x in range(V) for y in range(V)])
+        p3 = target_probs(hf(seqs).logits[:, -1], settings).view(V, V, V)
+    return (p1[:, None, None] * p2[:, :, None] * p3).flatten()
+
+
+def test_hybrid_chains_of_fixed_and_sampled_draft_tokens_keep_the_target_distribution():
+    """A hybrid draft whose first token is model-free (q one-hot) and whose next comes from the
+    layer-skip draft (q stochastic), verified together: three-token outputs follow the target."""
+    from leap.core.drafters import Drafter, Hybrid
+
+    class AlwaysTwo(Drafter):
+        name = "always-two"
+
+        def propose(self, tokens, max_tokens):
+            return [2][:max_tokens]
+
+    model = tiny_model("llama", vocab=6, eos_token_id=None, init=0.3)
+    prompt = [4, 1, 3]
+    settings = SamplingSettings(1.0, 1.0)
+    exact = _exact_three_token_distribution(model, prompt, settings)
+    decoder = SelfSpecDecoder(model, LayerConfig.parse("ESSSSE"), "fixed", policy_kwargs={"k": 2},
+                              drafter=Hybrid(AlwaysTwo(), min_free=2))
+    first = decoder.generate(prompt, max_new_tokens=3, seed=0)
+    assert first.steps[0].drafted == 2 and first.steps[0].layer_passes > 0  # one fixed + one layer token
+    V, N = 6, 2000
+    counts = torch.zeros(V ** 3)
+    gen = torch.Generator().manual_seed(99)
+    for _ in range(N):
+        a, b, c = decoder.generate(prompt, max_new_tokens=3, generator=gen, temperature=1.0).token_ids
+        counts[(a * V + b) * V + c] += 1
+    assert _chi2_pvalue(counts, exact) > 1e-3
+    assert 0.5 * (counts / N - exact).abs().sum() < 0.15  # 216 cells: sampling noise alone is ~0.07

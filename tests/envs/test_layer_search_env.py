@@ -85,3 +85,39 @@ def test_empty_prompts_are_refused(tiny_llama):
 
     with pytest.raises(SettingsError, match="prompts is empty"):
         LeapLayerSearchEnv(model=tiny_llama, prompts=[])
+
+
+# ---------------------------------------------------------------- v1: the drafter dimension
+def test_v1_ids_keep_v0_and_add_the_drafter_dimension(tiny_llama):
+    assert gym.registry["LeapLayerSearch-v1"].nondeterministic
+    env = gym.make("LeapLayerSearchCost-v1", model=tiny_llama, prompts=PROMPTS, max_new_tokens=12, step_budget=5,
+                   drafters=["layer-skip", "prompt-lookup", "suffix"])
+    u = len(env.unwrapped.space.units)
+    assert list(env.action_space.nvec) == [3] * u + [3]
+    check_env(env.unwrapped)
+    _, info = env.reset(seed=0)
+    assert info["drafters"] == ["layer-skip", "prompt-lookup", "suffix"]
+    choice, _ = env.unwrapped.config_of([0] * u + [2])
+    assert str(choice) == "suffix" and choice.config is None  # model-free: no layer configuration
+    choice, _ = env.unwrapped.config_of([0] * u + [0])
+    assert choice.config is not None
+    v0 = gym.make("LeapLayerSearchCost-v0", model=tiny_llama, prompts=PROMPTS, max_new_tokens=12)
+    assert list(v0.action_space.nvec) == [3] * u  # v0's meaning is unchanged
+
+
+def test_v1_greedy_output_is_lossless_whatever_the_drafter(tiny_llama):
+    from leap.core import SelfSpecDecoder
+    from leap.envs.drafter_search import LeapDrafterSearchEnv
+
+    env = LeapDrafterSearchEnv(model=tiny_llama, prompts=PROMPTS, max_new_tokens=16, reward="measured",
+                               step_budget=100)
+    env.action_space.seed(0)
+    for episode in range(2):  # the second episode starts with drafters that learnt from the first
+        env.reset(seed=episode, options={"prompt_index": 1})
+        done = False
+        while not done:
+            _, reward, terminated, truncated, info = env.step(env.action_space.sample())
+            assert reward > 0
+            done = terminated or truncated
+        plain = SelfSpecDecoder(tiny_llama, None).generate(PROMPTS[1], max_new_tokens=16).token_ids
+        assert env.unwrapped.session.new_token_ids == plain

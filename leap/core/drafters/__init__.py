@@ -1,0 +1,25 @@
+"""Drafters: what proposes the candidate tokens that the full model verifies.
+
+A :class:`Drafter` proposes a chain of tokens and hears how many were accepted; it never verifies.
+The decoder's verify/accept/rollback path is shared by every drafter, so losslessness holds for all
+of them (property-tested over the registry). One algorithm per module:
+
+=====================  ===========================================================================
+``layer-skip``         the model's own layers under a ``LayerConfig`` (:mod:`.hybrid`)
+``prompt-lookup``      n-gram match against the prompt and output (:mod:`.prompt_lookup`)
+``token-recycling``    top-k successors recycled from verification logits (:mod:`.token_recycling`)
+``suffix``             depth-bounded suffix trie over the prompt and earlier outputs (:mod:`.suffix`)
+``hybrid``             a model-free drafter, continued by the layer-skip draft (:mod:`.hybrid`)
+=====================  ===========================================================================
+
+Register your own with ``@drafters.register("name")`` or the entry-point group ``leap.drafters``.
+"""
+
+from leap.core.drafters.base import Drafter, drafters, make_drafter
+from leap.core.drafters.hybrid import Hybrid, LayerSkip
+from leap.core.drafters.prompt_lookup import PromptLookup
+from leap.core.drafters.suffix import SuffixDrafter, SuffixTrie
+from leap.core.drafters.token_recycling import TokenRecycling
+
+__all__ = ["Drafter", "drafters", "make_drafter", "PromptLookup", "TokenRecycling", "SuffixDrafter", "SuffixTrie",
+           "Hybrid", "LayerSkip"]

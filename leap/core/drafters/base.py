@@ -1,0 +1,67 @@
+"""The :class:`Drafter` interface and the ``drafters`` registry.
+
+Lifecycle, as :class:`leap.core.decoder.DecodingSession` drives it:
+
+1. ``begin(prompt_ids)`` when a session starts (a new request);
+2. each step: ``propose(tokens, max_tokens)`` -> up to ``max_tokens`` candidate tokens following
+   ``tokens`` (prompt + output so far; the last one is committed). Model-free proposals are
+   deterministic: draft probability 1 (a one-hot ``q`` for speculative sampling);
+3. ``continue_with_layers(n)``: after ``n`` proposed tokens, should the layer-skip draft (the step's
+   ``LayerConfig``) continue the chain? False for model-free drafters, True for ``layer-skip``;
+   ``hybrid`` says True when its model-free part had no confident candidate;
+4. after verification: ``observe(inputs, logits)`` with the verified inputs that were correct and the
+   target's logits after each (only drafters with ``needs_logits = True``, and every such drafter the
+   session has used, so their state stays current whichever drafter drafted), then
+   ``feedback(drafted, accepted)``;
+5. ``finish(tokens)`` when the session ends (prompt + the whole output).
+
+The step's :class:`~leap.core.outcome.StepRecord` carries each drafter's cost: ``draft_time_s``
+(wall time of proposing and layer drafting) and ``layer_passes`` (decoder-layer evaluations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from leap.core.registry import Registry
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["Drafter", "drafters", "make_drafter"]
+
+
+class Drafter:
+    """Base class: override :meth:`propose` (and the hooks you need)."""
+
+    name = "base"
+    needs_logits = False  # True: observe() receives the verifier's logits after every step
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        """A new request starts with these prompt tokens."""
+
+    def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
+        """Up to ``max_tokens`` candidate tokens to follow ``tokens`` (prompt + output so far)."""
+        raise NotImplementedError
+
+    def continue_with_layers(self, proposed: int) -> bool:
+        """After ``proposed`` model-free tokens, should the layer-skip draft continue the chain?"""
+        return False
+
+    def observe(self, inputs: Sequence[int], logits: torch.Tensor) -> None:
+        """``logits[i]`` is the target's distribution after ``inputs[:i+1]`` (all verified correct)."""
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        """``accepted`` of the ``drafted`` proposed tokens were kept."""
+
+    def finish(self, tokens: Sequence[int]) -> None:
+        """The request ended with ``tokens`` (prompt + output)."""
+
+
+drafters: Registry[type[Drafter]] = Registry("drafter", "leap.drafters", ("leap.core.drafters",))
+
+
+def make_drafter(drafter: str | Drafter, **kwargs: Any) -> Drafter:
+    """A drafter instance: ``drafter`` itself, or the registered class called with ``kwargs``."""
+    return drafter if isinstance(drafter, Drafter) else drafters.create(drafter, **kwargs)

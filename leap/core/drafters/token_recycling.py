@@ -1,0 +1,74 @@
+"""Token Recycling (Luo et al., 2024, "Turning Trash into Treasure: Accelerating Inference of Large
+Language Models with Token Recycling").
+
+Verification computes the target's distribution after every verified token, and all but the argmax
+are thrown away. Token Recycling keeps them: an adjacency matrix ``M`` of shape ``[vocab, top_k]``
+holds, for each token ``t``, the ``top_k`` most likely next tokens the last time the verifier saw
+``t`` (row overwritten by every new observation, as in the paper). Drafting follows the matrix from
+the last committed token: ``t -> M[t, 0] -> M[M[t, 0], 0] ...`` until a token has no row yet or
+``num_tokens`` are proposed. The matrix persists across prompts (the paper's "recycling").
+
+Deviation, stated: the paper drafts a static *tree* (BFS over ``M`` with a fixed template) verified
+with tree attention; leap verifies one chain per step, so the drafter follows the top-1 path.
+
+Memory is bounded by construction: one ``int32`` matrix of ``vocab x top_k`` entries (SmolLM2:
+49,152 x 8 = 1.5 MiB), allocated on the first observation. Updates are deterministic for a given
+history (``torch.topk`` on the same logits, ties broken by index).
+
+Who calls what: :class:`leap.core.decoder.DecodingSession` calls :meth:`observe` after every
+verification (``needs_logits = True``) and :meth:`propose` when this drafter drafts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from leap.core.drafters.base import Drafter, drafters
+from leap.core.errors import SettingsError
+
+__all__ = ["TokenRecycling"]
+
+
+@drafters.register("token-recycling")
+class TokenRecycling(Drafter):
+    """Token Recycling: follow each token's top-1 successor recycled from earlier verification logits."""
+
+    name = "token-recycling"
+    needs_logits = True
+
+    def __init__(self, top_k: int = 8, num_tokens: int = 6) -> None:
+        if top_k < 1 or num_tokens < 1:
+            raise SettingsError("token-recycling needs top_k >= 1 and num_tokens >= 1")
+        self.top_k, self.num_tokens = int(top_k), int(num_tokens)
+        self.matrix: np.ndarray | None = None  # [vocab, top_k] int32, -1 = never observed
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.matrix is None else int(self.matrix.nbytes)
+
+    def observe(self, inputs: Sequence[int], logits: torch.Tensor) -> None:
+        vocab = int(logits.shape[-1])
+        if self.matrix is None or self.matrix.shape[0] != vocab:
+            self.matrix = np.full((vocab, self.top_k), -1, dtype=np.int32)
+        k = min(self.top_k, vocab)
+        top = torch.topk(logits.float(), k, dim=-1, sorted=True).indices.cpu().numpy().astype(np.int32)
+        for token, row in zip(inputs, top):
+            self.matrix[int(token), :k] = row
+
+    def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
+        if self.matrix is None or not tokens:
+            return []
+        out: list[int] = []
+        token = int(tokens[-1])
+        while len(out) < min(max_tokens, self.num_tokens):
+            if not 0 <= token < self.matrix.shape[0]:
+                break
+            nxt = int(self.matrix[token, 0])
+            if nxt < 0:
+                break
+            out.append(nxt)
+            token = nxt
+        return out

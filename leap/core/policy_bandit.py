@@ -1,0 +1,75 @@
+"""``bandit``: the draft-length policy chosen per drafting round by a UCB1 bandit over other policies
+(the TapOut idea: Sridhar et al., 2025, "TapOut: A Bandit-Based Approach to Dynamic Speculative
+Decoding" - parameter-free stopping via a bandit over existing dynamic-speculation heuristics).
+
+Arms: policy instances (default ``fixed`` k=2, ``fixed`` k=4, ``confidence``, ``adaptive-confidence``,
+``adaedl``; any registered names via ``arms=[...]``). Each round :meth:`begin` picks the arm with
+the highest ``mean + c sqrt(2 ln t / n)`` (untried arms first) and delegates ``should_stop`` to it;
+:meth:`feedback` rewards the arm with ``(accepted + 1) / (1 + draft_cost * drafted)`` - committed
+tokens per unit of (verify + draft) cost, ``draft_cost`` being one draft token's cost relative to a
+verification (default 0.8: a layer-skip draft of SmolLM2 keeping ~25 of 30 layers) - and forwards
+the feedback to the arm, so adaptive arms keep adapting.
+
+Who calls what: :class:`leap.core.decoder.DecodingSession` through the :class:`DraftPolicy` hooks;
+``leap generate --draft-policy bandit``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from leap.core.errors import SettingsError
+from leap.core.policies import DraftPolicy, draft_policies, make_policy
+
+__all__ = ["BanditPolicy"]
+
+DEFAULT_ARMS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("fixed", {"k": 2}), ("fixed", {"k": 4}), ("confidence", {}), ("adaptive-confidence", {}), ("adaedl", {}))
+
+
+@draft_policies.register("bandit")
+class BanditPolicy(DraftPolicy):
+    """A UCB1 bandit choosing, every drafting round, which registered policy decides when to stop."""
+
+    name = "bandit"
+
+    def __init__(self, arms: Sequence[str] | None = None, c: float = 0.5, draft_cost: float = 0.8,
+                 max_draft: int = 8) -> None:
+        super().__init__(max_draft)
+        if c < 0 or draft_cost < 0:
+            raise SettingsError("bandit needs c >= 0 and draft_cost >= 0")
+        specs = DEFAULT_ARMS if arms is None else tuple((a, {}) for a in arms)
+        if any(name == "bandit" for name, _ in specs) or not specs:
+            raise SettingsError("bandit: give one or more arms other than bandit itself")
+        self.arms = [make_policy(name, max_draft=max_draft, **kw) for name, kw in specs]
+        self.labels = [name + "".join(f" {k}={v}" for k, v in kw.items()) for name, kw in specs]
+        self.c, self.draft_cost = float(c), float(draft_cost)
+        self.counts = [0] * len(self.arms)
+        self.sums = [0.0] * len(self.arms)
+        self.current = 0
+
+    def begin(self) -> None:
+        untried = [i for i, n in enumerate(self.counts) if n == 0]
+        if untried:
+            self.current = untried[0]
+        else:
+            t = sum(self.counts)
+            self.current = max(range(len(self.arms)), key=lambda i: self.sums[i] / self.counts[i]
+                               + self.c * math.sqrt(2 * math.log(t) / self.counts[i]))
+        self.arms[self.current].begin()
+
+    def should_stop(self, drafted: int, probs: torch.Tensor) -> bool:
+        return self.arms[self.current].should_stop(drafted, probs)
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        self.counts[self.current] += 1
+        self.sums[self.current] += (accepted + 1) / (1.0 + self.draft_cost * drafted)
+        self.arms[self.current].feedback(drafted, accepted)
+
+    def state(self) -> dict[str, Any]:
+        return {"max_draft": self.max_draft, "arms": self.labels, "counts": list(self.counts),
+                "mean_reward": [s / n if n else None for s, n in zip(self.sums, self.counts)]}

@@ -1,0 +1,210 @@
+"""The drafter dimension of the search space: which drafter, with which small parameters, and (for
+drafters that use the model's layers) which layer configuration.
+
+A :class:`DrafterOption` is one drafter with fixed parameters, written ``name`` or
+``name:key=value,key=value`` (``prompt-lookup:num_tokens=4``). :class:`JointSpace` extends LEAP's
+:class:`~leap.redundancy.space.SearchSpace` with one more decision, the option index, appended to
+every choice: ``(*unit_actions, option)``. Options that use layers (``layer-skip``, ``hybrid``) take
+the unit actions as their :class:`~leap.core.config.LayerConfig`; model-free options ignore them
+(their choices canonicalise to the full layer choice, so each model-free option is one point of the
+space). :meth:`JointSpace.to_config` returns a :class:`DraftChoice` - hashable, like a
+``LayerConfig``, so agents record and compare them the same way. A choice with one action per unit
+(no option index) means the first option, so agents written for layer spaces still work.
+
+Pure Python (no torch): drafter *instances* are made and kept by the runner
+(:class:`leap.search.runner.OnlineSearch`), which steps the session with
+``session.step(choice.config, drafter=instance)``.
+
+Who calls what: ``leap generate --method leap --drafters ...`` and the ``leap-drafters`` benchmark
+method build a :class:`JointSpace` with :func:`with_drafters`; ``mcts``, ``ucb``, ``bayes`` and
+``random`` search it jointly; the ``LeapLayerSearch-v1`` environment exposes the option as one
+more action dimension.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from leap.core.config import LayerConfig
+from leap.core.errors import ConfigError, SettingsError
+from leap.redundancy.space import SearchSpace
+
+__all__ = ["DrafterOption", "DraftChoice", "JointSpace", "with_drafters", "parse_option", "DEFAULT_DRAFTERS",
+           "LAYER_DRAFTERS"]
+
+LAYER_DRAFTERS = frozenset({"layer-skip", "hybrid"})  # drafters whose chain the layer-skip draft (may) continue
+DEFAULT_DRAFTERS = ("layer-skip", "prompt-lookup", "prompt-lookup:num_tokens=4", "suffix", "token-recycling",
+                    "hybrid:free=suffix")
+
+
+@dataclass(frozen=True)
+class DrafterOption:
+    """One drafter with fixed parameters; ``label`` is its string form."""
+
+    name: str
+    params: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.name + (":" + ",".join(f"{k}={_fmt(v)}" for k, v in self.params) if self.params else "")
+
+    @property
+    def kwargs(self) -> dict[str, object]:
+        return dict(self.params)
+
+    @property
+    def uses_layers(self) -> bool:
+        return self.name in LAYER_DRAFTERS and not (self.name == "hybrid" and self.kwargs.get("min_free", 1) == 0)
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def _fmt(v: object) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def parse_option(text: str | DrafterOption) -> DrafterOption:
+    """``name`` or ``name:key=value,...`` (JSON values, else strings) -> :class:`DrafterOption`."""
+    if isinstance(text, DrafterOption):
+        return text
+    name, _, rest = str(text).strip().partition(":")
+    if not name:
+        raise SettingsError(f"a drafter option needs a name, got {text!r}; e.g. prompt-lookup:num_tokens=4")
+    params = []
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SettingsError(f"drafter option {text!r}: parameters are key=value, got {item!r}")
+        try:
+            params.append((key.strip(), json.loads(value)))
+        except json.JSONDecodeError:
+            params.append((key.strip(), value.strip()))
+    return DrafterOption(name, tuple(sorted(params)))
+
+
+@dataclass(frozen=True)
+class DraftChoice:
+    """What one search step runs: a drafter option and, if it uses layers, a layer configuration."""
+
+    drafter: DrafterOption
+    config: LayerConfig | None
+
+    @property
+    def layer_ratio(self) -> float | None:
+        """The configuration's layer ratio, or None for a model-free drafter (no layer budget)."""
+        return self.config.layer_ratio if self.config is not None else None
+
+    def __str__(self) -> str:
+        return self.drafter.label + (f"+{self.config}" if self.config is not None else "")
+
+
+class JointSpace(SearchSpace):
+    """A layer :class:`SearchSpace` times a list of :class:`DrafterOption` (see the module docstring)."""
+
+    def __init__(self, layer_space: SearchSpace, options: Sequence[str | DrafterOption]) -> None:
+        super().__init__(layer_space.units, metrics=layer_space.metrics)
+        self.layer_space = layer_space
+        self.options = tuple(parse_option(o) for o in options)
+        if not self.options:
+            raise SettingsError("a drafter search needs at least one drafter option")
+        if len(set(self.options)) != len(self.options):
+            raise SettingsError(f"drafter options repeat: {[o.label for o in self.options]}")
+
+    # ----------------------------------------------------------------- views
+    @property
+    def action_counts(self) -> list[int]:
+        return [*self.layer_space.action_counts, len(self.options)]
+
+    @property
+    def full_choice(self) -> tuple[int, ...]:
+        return (*self.layer_space.full_choice, 0)
+
+    def action_mask(self, max_actions: int | None = None) -> np.ndarray:
+        width = max(3, len(self.options)) if max_actions is None else max_actions
+        mask = np.zeros((len(self.units) + 1, width), dtype=np.int8)
+        for i, n in enumerate(self.action_counts):
+            mask[i, :n] = 1
+        return mask
+
+    # ----------------------------------------------------------------- choices
+    def _split(self, choice: Sequence[int]) -> tuple[tuple[int, ...], int]:
+        choice = tuple(int(a) for a in choice)
+        if len(choice) == len(self.units):
+            return choice, 0
+        if len(choice) != len(self.units) + 1:
+            raise ConfigError(f"a choice needs one action per decision unit ({len(self.units)}) plus a drafter "
+                              f"option index, got {len(choice)} entries")
+        if not 0 <= choice[-1] < len(self.options):
+            raise ConfigError(f"drafter option index {choice[-1]} is out of range (0..{len(self.options) - 1})")
+        return choice[:-1], choice[-1]
+
+    def canonical(self, choice: Sequence[int]) -> tuple[int, ...]:
+        """The choice with a model-free option's unit actions reset to the full choice."""
+        layers, option = self._split(choice)
+        if not self.options[option].uses_layers:
+            layers = self.layer_space.full_choice
+        return (*layers, option)
+
+    def is_valid(self, choice: Sequence[int]) -> bool:
+        try:
+            layers, option = self._split(choice)
+        except ConfigError:
+            return False
+        return not self.options[option].uses_layers or self.layer_space.is_valid(layers)
+
+    def to_config(self, choice: Sequence[int]) -> DraftChoice:  # type: ignore[override]
+        layers, option = self._split(choice)
+        opt = self.options[option]
+        return DraftChoice(opt, self.layer_space.to_config(layers) if opt.uses_layers else None)
+
+    def from_config(self, config: DraftChoice | LayerConfig) -> tuple[int, ...] | None:  # type: ignore[override]
+        if isinstance(config, LayerConfig):
+            config = DraftChoice(self.options[0], config if self.options[0].uses_layers else None)
+        if config.drafter not in self.options:
+            return None
+        option = self.options.index(config.drafter)
+        if config.config is None:
+            return None if config.drafter.uses_layers else (*self.layer_space.full_choice, option)
+        layers = self.layer_space.from_config(config.config)
+        return None if layers is None else (*layers, option)
+
+    def sample(self, rng: np.random.Generator) -> tuple[int, ...]:
+        """A drafter option uniformly, then (if it uses layers) a uniform valid layer choice."""
+        option = int(rng.integers(len(self.options)))
+        layers = self.layer_space.sample(rng) if self.options[option].uses_layers else self.layer_space.full_choice
+        return (*layers, option)
+
+    def size(self) -> int:
+        return sum(self.layer_space.size() if o.uses_layers else 1 for o in self.options)
+
+    def enumerate(self, limit: int = 1_000_000) -> Iterator[tuple[int, ...]]:
+        if self.size() > limit:
+            raise ValueError(f"the space has {self.size()} choices, more than limit={limit}")
+        for option, opt in enumerate(self.options):
+            if opt.uses_layers:
+                for layers in self.layer_space.enumerate(limit):
+                    yield (*layers, option)
+            else:
+                yield (*self.layer_space.full_choice, option)
+
+    def to_dict(self) -> dict:
+        return {**self.layer_space.to_dict(), "drafters": [o.label for o in self.options], "size": self.size()}
+
+    def __repr__(self) -> str:
+        return f"JointSpace({len(self.units)} units x {len(self.options)} drafter options, size {self.size()})"
+
+
+def with_drafters(space: SearchSpace, options: Sequence[str | DrafterOption] = DEFAULT_DRAFTERS) -> JointSpace:
+    """LEAP's space with the drafter dimension added."""
+    return JointSpace(space, options)
+
+
+def option_count(space: SearchSpace) -> int:
+    """How many drafter options a space has (0 for a plain layer space)."""
+    return len(space.options) if isinstance(space, JointSpace) else 0
+

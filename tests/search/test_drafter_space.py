@@ -1,0 +1,101 @@
+"""The drafter dimension: JointSpace yields only valid (drafter, config) pairs, and the agents that
+search it jointly (mcts, ucb, bayes, random) propose only such pairs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from leap.core.config import LayerConfig
+from leap.core.errors import ConfigError, SettingsError
+from leap.search import SearchHistory, make_agent
+from leap.search.drafter_space import DraftChoice, DrafterOption, JointSpace, parse_option, with_drafters
+from tests.search.spaces import search_spaces
+
+OPTION_SETS = st.lists(st.sampled_from(["layer-skip", "prompt-lookup", "prompt-lookup:num_tokens=4", "suffix",
+                                        "token-recycling", "hybrid", "hybrid:min_free=0"]),
+                       min_size=1, max_size=5, unique=True)
+JOINT_AGENTS = ["mcts", "ucb", "bayes", "random"]
+
+
+def check_pair(space: JointSpace, choice: DraftChoice) -> None:
+    assert isinstance(choice, DraftChoice) and choice.drafter in space.options
+    if choice.drafter.uses_layers:
+        assert isinstance(choice.config, LayerConfig) and space.layer_space.from_config(choice.config) is not None
+        assert not all(a.name == "SKIP" for a in choice.config.actions)
+    else:
+        assert choice.config is None
+    assert space.is_valid(space.from_config(choice))
+
+
+@settings(max_examples=40)
+@given(layer_space=search_spaces(max_layers=10), options=OPTION_SETS, seed=st.integers(0, 1000))
+def test_samples_are_valid_pairs_and_round_trip(layer_space, options, seed):
+    space = with_drafters(layer_space, options)
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        choice = space.sample(rng)
+        assert space.is_valid(choice)
+        pair = space.to_config(choice)
+        check_pair(space, pair)
+        assert space.to_config(space.from_config(pair)) == pair
+    assert space.size() == sum(layer_space.size() if parse_option(o).uses_layers else 1 for o in options)
+    if layer_space.size() <= 300:
+        assert len(list(space.enumerate())) == space.size()
+
+
+@pytest.mark.parametrize("name", JOINT_AGENTS)
+@settings(max_examples=10)
+@given(layer_space=search_spaces(max_layers=12), options=OPTION_SETS, seed=st.integers(0, 1000),
+       n=st.integers(1, 30))
+def test_joint_agents_propose_only_valid_pairs(name, layer_space, options, seed, n):
+    space = with_drafters(layer_space, options)
+    agent = make_agent(name, space, seed=seed)
+    history = SearchHistory()
+    for i in range(n):
+        pair = agent.ask(history)
+        if pair is not None:  # plain decoding stays allowed
+            check_pair(space, pair)
+        reward = 1.0 if pair is None else 1.5 - 0.1 * (i % 3) + (0.3 if pair.config is None else 0.0)
+        history.record(pair, reward)
+        agent.tell(pair, reward, history)
+    best = agent.best(history)
+    assert best is None or space.from_config(best) is not None
+
+
+def test_mcts_tries_every_drafter_option_first():
+    from tests.search.spaces import search_spaces as _  # noqa: F401 (same helpers)
+    from leap.redundancy import build_search_space
+
+    layer_space = build_search_space(np.linspace(0.1, 1.5, 8), np.zeros(8), metrics={})
+    options = ["layer-skip", "prompt-lookup", "suffix", "token-recycling"]
+    agent = make_agent("mcts", with_drafters(layer_space, options), seed=0)
+    history = SearchHistory()
+    seen = []
+    for _ in range(4):
+        pair = agent.ask(history)
+        seen.append(pair.drafter.label)
+        history.record(pair, 1.2)
+        agent.tell(pair, 1.2, history)
+    assert sorted(seen) == sorted(options)
+
+
+def test_option_parsing_and_errors():
+    opt = parse_option("prompt-lookup:num_tokens=4,max_ngram=2")
+    assert opt == DrafterOption("prompt-lookup", (("max_ngram", 2), ("num_tokens", 4)))
+    assert opt.label == "prompt-lookup:max_ngram=2,num_tokens=4" and not opt.uses_layers
+    assert parse_option("hybrid").uses_layers and not parse_option("hybrid:min_free=0").uses_layers
+    with pytest.raises(SettingsError, match="key=value"):
+        parse_option("suffix:oops")
+    from leap.redundancy import build_search_space
+
+    layer_space = build_search_space(np.linspace(0.1, 1.5, 6), np.zeros(6), metrics={})
+    with pytest.raises(SettingsError, match="repeat"):
+        with_drafters(layer_space, ["suffix", "suffix"])
+    space = with_drafters(layer_space, ["suffix", "layer-skip"])
+    with pytest.raises(ConfigError, match="out of range"):
+        space.to_config((*layer_space.full_choice, 5))
+    # a choice with one action per unit means the first option (agents written for layer spaces)
+    assert space.to_config(layer_space.full_choice).drafter.label == "suffix"
