@@ -14,7 +14,9 @@ Names resolve in this order (:func:`make_method`):
    ``hf-early-exit`` (transformers' ``assistant_early_exit`` self-speculation), timed like every
    other method: wall clock around one ``generate`` call on the same weights;
 2. any search agent (``leap agents``): online search on LEAP's space (SWIFT and CLaSP on theirs);
-3. any model-free drafter (``leap drafters``): the decoder drafting with it.
+3. any drafter (``leap drafters``): the decoder drafting with it; ``config=`` (a configuration in
+   compact or sparse form, e.g. ``hybrid:config=skip=5-7``) gives ``layer-skip`` and ``hybrid``
+   their layers, ``policy=`` their draft-length policy.
 
 Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VALUE``.
 """
@@ -28,6 +30,7 @@ from typing import Any
 
 import torch
 
+from leap.core.config import LayerConfig
 from leap.core.decoder import SelfSpecDecoder
 from leap.core.drafters import drafters
 from leap.core.errors import SettingsError, UnknownNameError
@@ -220,6 +223,11 @@ def make_method(name: str, model: LeapModel, options: BenchOptions = BenchOption
         return bench_methods.create(name, model, options, **kwargs)
     if name in search_agents:
         return SearchMethod(name, model, options, name, **kwargs)
-    if name in drafters:
-        return DecoderMethod(name, SelfSpecDecoder(model, None, drafter=name, drafter_kwargs=kwargs))
+    if name in drafters:  # config=... (compact or sparse form) gives layer-skip / hybrid their layers
+        config = kwargs.pop("config", None)
+        policy = kwargs.pop("policy", options.draft_policy)
+        layer_config = LayerConfig.parse(str(config), model.num_layers) if config is not None else None
+        if layer_config is None and name == "layer-skip":
+            raise SettingsError("layer-skip needs a configuration: --method-arg layer-skip:config=skip=5-7")
+        return DecoderMethod(name, SelfSpecDecoder(model, layer_config, policy, drafter=name, drafter_kwargs=kwargs))
     raise UnknownNameError(f"unknown benchmark method {name!r}; known: {', '.join(method_names())}")

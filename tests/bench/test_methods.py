@@ -15,9 +15,12 @@ def plain_ids(tiny_llama):
     return make_method("ar", tiny_llama).run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0).token_ids
 
 
+KWARGS = {"layer-skip": {"config": "skip=2"}, "hybrid": {"config": "skip=2-3", "free": "prompt-lookup"}}
+
+
 @pytest.mark.parametrize("name", method_names())
 def test_every_method_matches_plain_decoding(name, tiny_llama, plain_ids):
-    res = make_method(name, tiny_llama).run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0)
+    res = make_method(name, tiny_llama, **KWARGS.get(name, {})).run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0)
     assert isinstance(res, MethodResult)
     assert res.token_ids == plain_ids
     assert res.wall_time_s > 0 and 1 <= res.steps <= len(res.token_ids)
