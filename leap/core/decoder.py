@@ -186,7 +186,7 @@ class DecodingSession:
             if decoder.draft_vocab
             else None
         )
-        self.cache = self.stack.new_cache()
+        self.cache = self.stack.new_cache(len(prompt_ids) + self.max_new_tokens)
         self.trace: LayerTrace | None = None
         with torch.inference_mode():
             t0 = self.stack.clock()

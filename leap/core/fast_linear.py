@@ -26,9 +26,22 @@ from torch import nn
 __all__ = ["OneDNNLinear", "accelerate_linears", "onednn_available"]
 
 
+def _pointwise_available() -> bool:
+    try:
+        return hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    except (AttributeError, RuntimeError):
+        return False
+
+
 def onednn_available() -> bool:
     """Whether this torch build can run :class:`OneDNNLinear`."""
     return bool(torch.backends.mkldnn.is_available()) and hasattr(torch._C._nn, "mkldnn_linear")
+
+
+# torch's fused oneDNN linear (what inductor uses): dense input and output, packed weight - no
+# per-call conversions to and from oneDNN's tensor format (measured: 1536x576, 1 row: 43 us vs 63 us
+# with the conversions; 4 rows: 71 vs 93 us).
+_POINTWISE = _pointwise_available()
 
 
 class OneDNNLinear(nn.Module):
@@ -51,9 +64,11 @@ class OneDNNLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
-        x2 = x.reshape(-1, self.in_features)
-        if x2.dtype != torch.float32 or torch.is_grad_enabled():
+        if x.dtype != torch.float32 or torch.is_grad_enabled():
             return nn.functional.linear(x, self.weight, self.bias)
+        if _POINTWISE:
+            return torch.ops.mkldnn._linear_pointwise(x, self._packed_weight, self.bias, "none", [], "")
+        x2 = x.reshape(-1, self.in_features)
         y = torch._C._nn.mkldnn_linear(x2.contiguous().to_mkldnn(), self._packed_weight, self._packed_bias)
         return y.to_dense().view(*lead, self.out_features)
 

@@ -1,15 +1,15 @@
 """Running a decoder layer by layer, with per-layer KV caches that can be rolled back.
 
 :class:`LayerStack` is the only place that touches transformers' modules: the decoder layers, rotary
-embeddings and ``DynamicCache`` are transformers' own, called exactly as ``LlamaModel.forward`` calls
-them, but one layer at a time so that a draft can skip or repeat layers.
+embeddings are transformers' own, called exactly as ``LlamaModel.forward`` calls them, but one layer at
+a time so that a draft can skip or repeat layers. The KV cache is leap's :class:`~leap.core.kv_cache.LeapKVCache`
+(buffers written in place, rollback by length; why: :mod:`leap.core.kv_cache`).
 
 Cache layout (the invariant the decoder keeps): between decoding steps every layer's cache holds the
 keys/values of all committed tokens except the last one, which is *pending* (it has been chosen but
 not yet fed through the model). During a draft, executed layers append entries for draft positions
 and skipped layers append none, so layers hold caches of different lengths; :meth:`rollback` crops
-each layer back to a given length (``DynamicLayer.crop`` takes a negative count in transformers 5).
-Nothing is ever cloned: a crop is a view of the cached tensor.
+each layer back to a given length. Nothing is ever cloned: a crop only moves the layer's length.
 
 REPEAT (second pass of a layer on the same position): :meth:`run_layers` crops the first pass's new
 entries and lets the second pass append its own, so the repeated layer's cache holds the second pass's
@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import torch
 
+from leap.core.kv_cache import LeapKVCache
 from leap.core.model import LeapModel
 
 __all__ = ["LayerStack", "LayerPlan", "plan_for"]
@@ -61,10 +62,9 @@ class LayerStack:
         return time.perf_counter()
 
     # ------------------------------------------------------------------ cache
-    def new_cache(self):
-        from transformers import DynamicCache
-
-        return DynamicCache(config=self.model.config)
+    def new_cache(self, capacity: int = 0) -> LeapKVCache:
+        """An empty cache; ``capacity`` entries per layer are reserved on first use (0: grow as needed)."""
+        return LeapKVCache(self.num_layers, capacity)
 
     @staticmethod
     def cache_length(cache, layer: int) -> int:
@@ -110,7 +110,7 @@ class LayerStack:
         Args:
             hidden: ``[1, q, hidden]`` input of the first layer in the plan.
             plan: (layer, passes) pairs; each layer appends ``q`` entries to its own cache.
-            cache: a ``DynamicCache`` whose layer ``i`` must hold exactly ``start`` entries when
+            cache: a :class:`~leap.core.kv_cache.LeapKVCache` whose layer ``i`` must hold exactly ``start`` entries when
                 layer ``i`` runs.
             record: if given, ``record[i]`` receives the input of layer ``i`` for each planned layer.
         """
@@ -132,6 +132,7 @@ class LayerStack:
                     past_key_values=cache,
                     use_cache=True,
                     position_embeddings=position_embeddings,
+                    leap_layerwise=True,  # leap's GQA attention path (leap.core.kv_cache)
                 )
                 if isinstance(hidden, tuple):  # older transformers return (hidden, ...)
                     hidden = hidden[0]

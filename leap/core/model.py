@@ -34,6 +34,7 @@ from torch import nn
 
 from leap.core.errors import LeapError, ModelNotFoundError
 from leap.core.fast_linear import accelerate_linears
+from leap.core.kv_cache import install_attention
 
 __all__ = ["LeapModel", "load_model", "wrap_model", "resolve_model", "ModelSource", "DEFAULT_MODEL"]
 
@@ -126,6 +127,9 @@ class LeapModel:
         self.rotary_emb: nn.Module = base.rotary_emb
         self.lm_head: nn.Module = self.hf_model.lm_head
         self.config = self.hf_model.config
+        # leap's GQA attention for its own layer-wise calls; every other caller keeps transformers' SDPA
+        install_attention(self.hf_model)
+        self.info.setdefault("attention", getattr(self.config, "_attn_implementation", None))
 
     @property
     def num_layers(self) -> int:

@@ -3,8 +3,8 @@
 Some search methods score configurations without a draft/verify step: SWIFT by the *matchness* of a
 teacher-forced draft over already generated tokens, CLaSP by comparing hidden states layer by layer.
 :class:`ContextProbe` runs those evaluations on a *fork* of the session's KV cache: a new
-``DynamicCache`` whose layers hold views of the first ``n`` committed entries. Appending to a fork
-concatenates into new tensors, so the session's cache is never modified and nothing is cloned.
+cache whose layers share the first ``n`` committed entries and copy them on their first append
+(:meth:`leap.core.kv_cache.LeapKVCache.fork`), so the session's cache is never modified.
 
 Who calls what: :class:`leap.search.runner.OnlineSearch` hands a probe to agents through
 ``SearchAgent.on_prompt``; the SWIFT and CLaSP agents call :meth:`matchness`, :meth:`target_states`
@@ -35,14 +35,8 @@ class ContextProbe:
         return len(self.session.tokens) - 1
 
     def fork(self, length: int):
-        """A cache holding views of the first ``length`` entries of every layer of the session's cache."""
-        cache = self.stack.new_cache()
-        for src, dst in zip(self.session.cache.layers, cache.layers):
-            if getattr(src, "is_initialized", False) and src.keys is not None:
-                dst.lazy_initialization(src.keys, src.values)
-                dst.keys = src.keys[..., :length, :]
-                dst.values = src.values[..., :length, :]
-        return cache
+        """A copy-on-write fork of the first ``length`` entries of every layer of the session's cache."""
+        return self.session.cache.fork(length)
 
     def matchness(self, config: LayerConfig, window: int = 32) -> float:
         """SWIFT's score: the fraction of the last ``window`` committed tokens that a teacher-forced,

@@ -3,8 +3,8 @@
 LEAP (Stage I) scores layers from the prefill that decoding performs anyway. :func:`capture_trace`
 runs that prefill through :class:`~leap.core.layers.LayerStack` with ``record=`` and keeps, for the
 last ``positions`` prompt tokens, the input of every layer plus the final output (pre-norm), and a
-reference to each layer's cached keys (for attention-based metrics). A cached key tensor is replaced,
-never written in place, when the cache grows, so holding it is a free snapshot.
+copy of each layer's cached keys (for attention-based metrics; the cache's buffers are written in
+place, so a view would not be a snapshot).
 
 Who calls what: :class:`leap.core.decoder.SelfSpecDecoder` ``start(..., trace_positions=N)`` calls
 :func:`trace_from_prefill` on its own prefill; ``leap redundancy`` calls :func:`capture_trace`;
@@ -57,7 +57,7 @@ def trace_from_prefill(
     n = min(positions, length)
     hidden = [record[i][0, -n:].float().clone() for i in range(model.num_layers)]
     hidden.append(output[0, -n:].float().clone())
-    keys = [cache.layers[i].keys[0] for i in range(model.num_layers)]
+    keys = [cache.layers[i].keys[0].clone() for i in range(model.num_layers)]
     return LayerTrace(hidden, keys, list(range(length - n, length)), model)
 
 
