@@ -113,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="Spec-Bench harness: methods and peers interleaved per prompt, JSONL records")
     _add_model_args(b)
     b.add_argument("--methods", default="ar,leap,hf-pld",
-                   help="comma-separated methods (`leap bench --list-methods`); ar is always run first")
+                   help="comma-separated methods (`leap bench --list-methods`); ar is always run first. "
+                        "LABEL=NAME runs NAME under its own label, so one method can run with different "
+                        "--method-arg LABEL:KEY=VALUE settings (e.g. suffix,suffix-tree=suffix)")
     b.add_argument("--list-methods", action="store_true", help="print the method names and exit")
     b.add_argument("--method-arg", action="append", default=[], metavar="METHOD:KEY=VALUE",
                    help="constructor argument for one method, e.g. hf-pld:num_tokens=3 (repeatable)")

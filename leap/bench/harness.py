@@ -60,7 +60,8 @@ class BenchSettings:
             raise SettingsError(f"temperatures must be >= 0 (0 = greedy), got {self.temperatures}")
         if self.max_new_tokens < 1 or self.runs < 1 or self.warmup < 0:
             raise SettingsError("max_new_tokens and runs must be at least 1, warmup at least 0")
-        unknown = set(self.method_args) - set(self.methods)
+        labels = {m.partition("=")[0].strip() for m in self.methods}
+        unknown = set(self.method_args) - labels
         if unknown:
             raise SettingsError(f"--method-arg names methods that are not run: {sorted(unknown)}; "
                                 f"methods: {self.methods}")
@@ -92,9 +93,12 @@ class Bench:
         self.model, self.rows, self.settings = model, list(rows), settings
         self.file = RecordFile(out, resume=resume)
         self.progress = progress
-        self.methods: dict[str, BenchMethod] = {
-            name: make_method(name, model, settings.options, **settings.method_args.get(name, {}))
-            for name in settings.methods}
+        self.methods: dict[str, BenchMethod] = {}
+        for entry in settings.methods:  # "NAME" or "LABEL=NAME" (the same method twice, with other --method-args)
+            label, _, name = entry.partition("=")
+            label = label.strip()
+            self.methods[label] = make_method(name.strip() or label, model, settings.options,
+                                              **settings.method_args.get(label, {}))
         self._totals: dict[tuple[str, float], list[float]] = {}
 
     # ------------------------------------------------------------------ the run

@@ -34,13 +34,21 @@ import torch
 
 from leap.core.config import LayerConfig
 from leap.core.draft_head import DraftHead
+from leap.core.draft_tree import DraftTree
 from leap.core.drafters import Drafter, make_drafter
 from leap.core.errors import ContextLengthError, SettingsError
 from leap.core.layers import LayerStack, plan_for
 from leap.core.model import LeapModel
 from leap.core.outcome import GenerationOutcome, StepRecord
 from leap.core.policies import DraftPolicy, make_policy
-from leap.core.sampling import SamplingSettings, greedy_accept, sample, speculative_accept, target_probs
+from leap.core.sampling import (
+    SamplingSettings,
+    greedy_accept,
+    sample,
+    speculative_accept,
+    target_probs,
+    tree_accept,
+)
 from leap.core.trace import LayerTrace, trace_from_prefill
 
 __all__ = ["SelfSpecDecoder", "DecodingSession"]
@@ -254,7 +262,10 @@ class DecodingSession:
         prefix = 0
         max_k = self.remaining - 1  # the verifier always adds one token of its own
         if drafter is not None and max_k > 0:  # deterministic proposals: q one-hot
-            for token in drafter.propose(self.tokens, max_k)[:max_k]:
+            tree = drafter.propose_tree(self.tokens, max_k)
+            if not tree.is_chain:
+                return self._tree_step(tree, drafter, t_start)
+            for token in tree.tokens[:max_k]:
                 draft.append(int(token))
                 if not settings.greedy:
                     q_rows.append(torch.zeros(self.decoder.model.vocab_size, device=stack.device).index_fill_(
@@ -309,42 +320,81 @@ class DecodingSession:
             p = target_probs(logits, settings)
             q = torch.stack(q_rows) if q_rows else p[:0]
             accepted, next_token = speculative_accept(draft, q, p, self.generator)
-        new = [*draft[:accepted], next_token]
-        for i, tok in enumerate(new):  # commit up to EOS and within the budget
-            if tok in self._eos:
-                new = new[: i + 1]
-                self.stop_reason = "eos"
-                break
-        new = new[: self.remaining]
-        self.tokens.extend(new)
-        if not self.stop_reason and self.remaining <= 0:
-            self.stop_reason = "max_new_tokens"
+        self._commit([*draft[:accepted], next_token])
 
         # 4. Roll back every layer to the committed length (all but the pending token)
         stack.rollback(self.cache, len(self.tokens) - 1)
 
         # 5. Feed back: drafters that learn from the verifier see the verified-correct positions
-        for d in self._drafters:
-            if d.needs_logits:
-                d.observe([pending, *draft[:accepted]], logits[: accepted + 1])
-        if drafter is not None:
-            drafter.feedback(k, accepted)
-        if self.stop_reason:
-            for d in self._drafters:
-                d.finish(self.tokens)
+        self._feed_back(drafter, [pending, *draft[:accepted]], logits[: accepted + 1], k, accepted)
         if layered and k:
             self.policy.feedback(k, accepted)
         t_end = stack.clock()
         return StepRecord(
             drafted=k,
             accepted=accepted,
-            committed=len(new),
+            committed=len(self.tokens) - 1 - base,
             draft_time_s=t_draft - t_start,
             verify_time_s=t_end - t_draft,
             forward_time_s=fwd,
             layer_passes=layer_tokens * cfg.layer_passes if layered else 0,
             config=_describe(drafter, cfg if layered or drafter is None else None),
         )
+
+    def _tree_step(self, tree: DraftTree, drafter: Drafter, t_start: float) -> StepRecord:
+        """Verify a branching draft tree in one forward with tree attention (see
+        :mod:`leap.core.draft_tree`), keep the accepted path's cache entries, commit."""
+        stack = self.stack
+        base = len(self.tokens) - 1
+        pending = self.tokens[base]
+        t_draft = stack.clock()
+        hidden = stack.run_layers(
+            stack.embed([pending, *tree.tokens]), stack.full_plan, self.cache, base,
+            positions=tree.positions(base), mask=tree.attention_mask(base, stack.dtype, stack.device),
+        )
+        logits = stack.logits(hidden)
+        fwd = stack.clock() - t_draft
+        rows, next_token = tree_accept(tree, logits, self.settings, self.generator)
+        accepted = [tree.tokens[r - 1] for r in rows]
+        self._commit([*accepted, next_token])
+        stack.keep(self.cache, base + 1, [base + r for r in rows])
+        stack.rollback(self.cache, len(self.tokens) - 1)
+        self._feed_back(drafter, [pending, *accepted], logits[[0, *rows]], len(tree), len(rows))
+        t_end = stack.clock()
+        return StepRecord(
+            drafted=len(tree),
+            accepted=len(rows),
+            committed=len(self.tokens) - 1 - base,
+            draft_time_s=t_draft - t_start,
+            verify_time_s=t_end - t_draft,
+            forward_time_s=fwd,
+            layer_passes=0,
+            config=_describe(drafter, None),
+        )
+
+    def _commit(self, new: list[int]) -> None:
+        """Append ``new`` up to EOS and within the budget; set :attr:`stop_reason`."""
+        for i, tok in enumerate(new):
+            if tok in self._eos:
+                new = new[: i + 1]
+                self.stop_reason = "eos"
+                break
+        self.tokens.extend(new[: self.remaining])
+        if not self.stop_reason and self.remaining <= 0:
+            self.stop_reason = "max_new_tokens"
+
+    def _feed_back(self, drafter: Drafter | None, inputs: list[int], logits: torch.Tensor, drafted: int,
+                   accepted: int) -> None:
+        """Step 5: verified-correct inputs and their logits to every attached drafter that learns from
+        them, acceptance to the drafter that drafted, the end of the request to all."""
+        for d in self._drafters:
+            if d.needs_logits:
+                d.observe(inputs, logits)
+        if drafter is not None:
+            drafter.feedback(drafted, accepted)
+        if self.stop_reason:
+            for d in self._drafters:
+                d.finish(self.tokens)
 
     # ------------------------------------------------------------------ result
     def outcome(self) -> GenerationOutcome:

@@ -32,6 +32,8 @@ Who calls what: :meth:`leap.core.layers.LayerStack.new_cache` builds a :class:`L
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 __all__ = ["KVLayer", "LeapKVCache", "leap_sdpa_attention", "install_attention", "ATTENTION_NAME"]
@@ -100,6 +102,19 @@ class KVLayer:
         self.length = end
         return self._keys[:, :, :end], self._values[:, :, :end]
 
+    def keep(self, dest: int, sources: Sequence[int]) -> None:
+        """Move the entries at positions ``sources`` (increasing, each >= its destination) to
+        ``dest, dest + 1, ...`` - a draft tree's accepted path, made contiguous after verification."""
+        sources = [int(s) for s in sources]
+        if self._keys is None or sources == list(range(dest, dest + len(sources))):
+            return
+        if self._shared:
+            self._reserve(self._keys, self.length)
+        index = torch.tensor(sources, device=self._keys.device)
+        end = dest + len(sources)
+        self._keys[:, :, dest:end] = self._keys.index_select(2, index)
+        self._values[:, :, dest:end] = self._values.index_select(2, index)
+
     def fork(self, length: int) -> KVLayer:
         """A layer that sees this layer's first ``length`` entries and copies them on its first write."""
         child = KVLayer()
@@ -127,6 +142,11 @@ class LeapKVCache:
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.layers[layer_idx].length
+
+    def keep(self, dest: int, sources: Sequence[int]) -> None:
+        """:meth:`KVLayer.keep` on every layer."""
+        for layer in self.layers:
+            layer.keep(dest, sources)
 
     def fork(self, length: int) -> LeapKVCache:
         """A copy-on-write view of every layer's first ``length`` entries."""

@@ -77,13 +77,21 @@ class LayerStack:
             if extra > 0:
                 cache.layers[i].crop(-extra)
 
+    @staticmethod
+    def keep(cache, dest: int, sources: Sequence[int]) -> None:
+        """Move every layer's entries at ``sources`` to ``dest..`` (a draft tree's accepted path)."""
+        cache.keep(dest, sources)
+
     # ------------------------------------------------------------------ forward pieces
     def embed(self, token_ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
         ids = torch.as_tensor(token_ids, dtype=torch.long, device=self.device).view(1, -1)
         return self.model.embed_tokens(ids)
 
-    def _positions(self, start: int, length: int, hidden: torch.Tensor):
-        position_ids = torch.arange(start, start + length, device=self.device).view(1, -1)
+    def _positions(self, start: int, length: int, hidden: torch.Tensor, positions: Sequence[int] | None = None):
+        if positions is None:
+            position_ids = torch.arange(start, start + length, device=self.device).view(1, -1)
+        else:
+            position_ids = torch.as_tensor(list(positions), dtype=torch.long, device=self.device).view(1, -1)
         return position_ids, self.model.rotary_emb(hidden, position_ids=position_ids)
 
     def _mask(self, past: int, length: int) -> torch.Tensor | None:
@@ -104,6 +112,8 @@ class LayerStack:
         start: int,
         *,
         record: dict[int, torch.Tensor] | None = None,
+        positions: Sequence[int] | None = None,
+        mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Run ``hidden`` (positions ``start..start+q-1``) through the layers of ``plan``.
 
@@ -113,10 +123,12 @@ class LayerStack:
             cache: a :class:`~leap.core.kv_cache.LeapKVCache` whose layer ``i`` must hold exactly ``start`` entries when
                 layer ``i`` runs.
             record: if given, ``record[i]`` receives the input of layer ``i`` for each planned layer.
+            positions, mask: a draft tree's positions and attention mask
+                (:class:`~leap.core.draft_tree.DraftTree`); default: ``start..start+q-1``, causal.
         """
         q = hidden.shape[1]
-        position_ids, position_embeddings = self._positions(start, q, hidden)
-        mask = self._mask(start, q)
+        position_ids, position_embeddings = self._positions(start, q, hidden, positions)
+        mask = self._mask(start, q) if mask is None else mask
         layers = self.model.layers
         for index, passes in plan:
             if record is not None:

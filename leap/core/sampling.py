@@ -20,7 +20,7 @@ import torch
 
 from leap.core.errors import SettingsError
 
-__all__ = ["SamplingSettings", "target_probs", "greedy_accept", "speculative_accept", "sample"]
+__all__ = ["SamplingSettings", "target_probs", "greedy_accept", "speculative_accept", "sample", "tree_accept"]
 
 
 @dataclass(frozen=True)
@@ -117,3 +117,29 @@ def speculative_accept(
             # mass == 0 only if p_i == q_i, where rejection has probability 0; fall back to p_i.
             return i, sample(residual / mass if mass > 0 else p[i], generator)
     return k, sample(p[k], generator)
+
+
+def tree_accept(
+    tree, target_logits: torch.Tensor, settings: SamplingSettings, generator: torch.Generator | None
+) -> tuple[list[int], int]:
+    """Accept along a :class:`~leap.core.draft_tree.DraftTree` of deterministic drafts.
+
+    ``target_logits[r]`` is the target's distribution after row ``r`` (row 0 = the pending token).
+    From the root: take the target's token (argmax when greedy, else a sample from ``p``); if a child
+    carries it, move there and repeat; else stop. Returns (accepted rows, next token). Each committed
+    token is drawn from ``p`` given the committed prefix, so the output distribution is plain
+    decoding's (SpecInfer's multi-candidate rule with one-hot draft distributions).
+    """
+    rows: list[int] = []
+    row = 0
+    while True:
+        logits = target_logits[row]
+        if settings.greedy:
+            token = int(logits.argmax())
+        else:
+            token = sample(target_probs(logits.unsqueeze(0), settings)[0], generator)
+        child = tree.children(row).get(token)
+        if child is None:
+            return rows, token
+        rows.append(child)
+        row = child

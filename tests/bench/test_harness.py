@@ -101,3 +101,17 @@ def test_bad_settings_name_the_fix():
                                             ([1, 2], [1, 2, 3], 2), ([], [], None)])
 def test_first_mismatch(a, b, expected):
     assert first_mismatch(a, b) == expected
+
+
+def test_a_label_runs_one_method_twice_with_its_own_arguments(tiny_llama, tmp_path):
+    s = settings(methods=["suffix", "suffix-tree=suffix"], method_args={"suffix-tree": {"tree_nodes": 6}},
+                 temperatures=[0])
+    bench = Bench(tiny_llama, ROWS[1:], s, tmp_path, progress=False)
+    assert bench.methods["suffix-tree"].decoder.drafter.tree_nodes == 6
+    assert bench.methods["suffix"].decoder.drafter.tree_nodes == 0
+    bench.run()
+    recs = answers(tmp_path)
+    assert {r["method"] for r in recs} == {"ar", "suffix", "suffix-tree"}
+    assert all(r["lossless"] is True for r in recs if r["method"] != "ar")
+    with pytest.raises(SettingsError, match="not run"):
+        settings(methods=["suffix-tree=suffix"], method_args={"suffix": {"tree_nodes": 6}})

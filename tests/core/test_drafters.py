@@ -26,18 +26,22 @@ def test_prompt_lookup_takes_the_longest_ngram_and_the_earliest_match():
 
 
 MODEL_FREE = {"prompt-lookup", "token-recycling", "suffix"}
+# every registered drafter with its defaults, plus the model-free ones drafting trees
+DRAFTER_CASES = [(name, {}) for name in drafters.names()] + [
+    (name, {"tree_nodes": 6}) for name in sorted(MODEL_FREE)]
 
 
-@pytest.mark.parametrize("name", drafters.names())
+@pytest.mark.parametrize("name, kwargs", DRAFTER_CASES, ids=lambda v: v if isinstance(v, str) else str(v or ""))
 @settings(max_examples=25)
 @given(prompt=repetitive_prompts, n=st.integers(1, 24), skip=st.sets(st.integers(1, 4), max_size=3),
        temperature=st.sampled_from([0.0]))
-def test_every_drafter_is_lossless_under_greedy_decoding(tiny_any, name, prompt, n, skip, temperature):
-    """Greedy output equals plain decoding for every registered drafter, with a layer-skip config given
-    (used by layer-skip and hybrid, ignored by model-free drafters), on one decoder reused across prompts."""
+def test_every_drafter_is_lossless_under_greedy_decoding(tiny_any, name, kwargs, prompt, n, skip, temperature):
+    """Greedy output equals plain decoding for every registered drafter (and the tree-drafting
+    variants), with a layer-skip config given (used by layer-skip and hybrid, ignored by model-free
+    drafters), on one decoder reused across prompts."""
     plain = SelfSpecDecoder(tiny_any, None).generate(prompt, max_new_tokens=n)
     config = LayerConfig.from_sets(tiny_any.num_layers, skip=sorted(skip))
-    decoder = SelfSpecDecoder(tiny_any, config, drafter=name)
+    decoder = SelfSpecDecoder(tiny_any, config, drafter=name, drafter_kwargs=kwargs)
     for _ in range(2):  # the second run starts with state (recycled tokens, earlier outputs) from the first
         out = decoder.generate(prompt, max_new_tokens=n)
         assert out.token_ids == plain.token_ids

@@ -3,9 +3,12 @@
 Lifecycle, as :class:`leap.core.decoder.DecodingSession` drives it:
 
 1. ``begin(prompt_ids)`` when a session starts (a new request);
-2. each step: ``propose(tokens, max_tokens)`` -> up to ``max_tokens`` candidate tokens following
-   ``tokens`` (prompt + output so far; the last one is committed). Model-free proposals are
-   deterministic: draft probability 1 (a one-hot ``q`` for speculative sampling);
+2. each step: ``propose_tree(tokens, max_depth)`` -> a :class:`~leap.core.draft_tree.DraftTree` of
+   candidates following ``tokens`` (prompt + output so far; the last one is committed). The default
+   is the chain of ``propose(tokens, max_tokens)``; drafters with ``tree_nodes > 1`` may branch, and
+   a branching tree is verified with tree attention (model-free only: no layer continuation).
+   Model-free proposals are deterministic: draft probability 1 (a one-hot ``q`` for speculative
+   sampling);
 3. ``continue_with_layers(n)``: after ``n`` proposed tokens, should the layer-skip draft (the step's
    ``LayerConfig``) continue the chain? False for model-free drafters, True for ``layer-skip``;
    ``hybrid`` says True when its model-free part had no confident candidate;
@@ -24,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from leap.core.draft_tree import DraftTree
 from leap.core.registry import Registry
 
 if TYPE_CHECKING:
@@ -37,6 +41,7 @@ class Drafter:
 
     name = "base"
     needs_logits = False  # True: observe() receives the verifier's logits after every step
+    tree_nodes = 0  # > 1: propose_tree() may return a branching tree of at most this many nodes
 
     def begin(self, prompt: Sequence[int]) -> None:
         """A new request starts with these prompt tokens."""
@@ -44,6 +49,10 @@ class Drafter:
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         """Up to ``max_tokens`` candidate tokens to follow ``tokens`` (prompt + output so far)."""
         raise NotImplementedError
+
+    def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
+        """Candidates as a tree at most ``max_depth`` deep (default: the chain of :meth:`propose`)."""
+        return DraftTree.chain(self.propose(tokens, max_depth)[:max_depth])
 
     def continue_with_layers(self, proposed: int) -> bool:
         """After ``proposed`` model-free tokens, should the layer-skip draft continue the chain?"""

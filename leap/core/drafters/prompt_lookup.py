@@ -3,12 +3,15 @@
 For n from ``max_ngram`` down to ``min_ngram``, find the earliest earlier occurrence of the last n
 tokens in the prompt and the generated text, and propose the (up to ``num_tokens``) tokens that
 followed it; no match, no draft. transformers' ``prompt_lookup_num_tokens`` is the same rule.
+With ``tree_nodes > 1`` the continuations of *every* match (longest n-grams first, earliest first)
+are merged into a draft tree of at most ``tree_nodes`` nodes, verified with tree attention.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from leap.core.draft_tree import DraftTree
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 
@@ -21,14 +24,14 @@ class PromptLookup(Drafter):
 
     name = "prompt-lookup"
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1, num_tokens: int = 10) -> None:
-        if not 1 <= min_ngram <= max_ngram or num_tokens < 1:
-            raise SettingsError("prompt-lookup needs 1 <= min_ngram <= max_ngram and num_tokens >= 1")
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1, num_tokens: int = 10, tree_nodes: int = 0) -> None:
+        if not 1 <= min_ngram <= max_ngram or num_tokens < 1 or tree_nodes < 0:
+            raise SettingsError("prompt-lookup needs 1 <= min_ngram <= max_ngram, num_tokens >= 1 and tree_nodes >= 0")
         self.max_ngram, self.min_ngram, self.num_tokens = int(max_ngram), int(min_ngram), int(num_tokens)
+        self.tree_nodes = int(tree_nodes)
 
-    def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
-        tokens = list(tokens)
-        limit = min(max_tokens, self.num_tokens)
+    def _continuations(self, tokens: list[int], limit: int):
+        """Continuations of the last n-gram's earlier occurrences: longest n first, earliest first."""
         for n in range(min(self.max_ngram, len(tokens) - 1), self.min_ngram - 1, -1):
             tail = tokens[-n:]
             first = tail[0]
@@ -36,5 +39,17 @@ class PromptLookup(Drafter):
                 if tokens[start] == first and tokens[start : start + n] == tail:
                     continuation = tokens[start + n : start + n + limit]
                     if continuation:
-                        return continuation
-        return []
+                        yield continuation
+
+    def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
+        if self.tree_nodes <= 1:
+            return super().propose_tree(tokens, max_depth)
+        tree = DraftTree()
+        for continuation in self._continuations(list(tokens), min(max_depth, self.num_tokens)):
+            tree.add_path(continuation, max_nodes=self.tree_nodes)
+            if len(tree) >= self.tree_nodes:
+                break
+        return tree
+
+    def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
+        return next(self._continuations(list(tokens), min(max_tokens, self.num_tokens)), [])

@@ -12,7 +12,9 @@ earlier with a continuation (its node has children), in either trie (the longer 
 request trie on ties); from that node follow the most frequent child while the product of the
 empirical probabilities ``count(child) / sum(count(children))`` stays >= ``min_prob``; the length is
 capped by the match statistics, ``ceil(alpha * match_length)`` (the paper's ``MAX_SPEC = alpha * p``),
-and by ``num_tokens``. Deviation, stated: the paper speculates a tree; leap verifies one chain.
+and by ``num_tokens``. With ``tree_nodes > 1`` it speculates a tree instead, as the paper does: from the
+matched node, the most probable continuations best-first (:func:`~leap.core.draft_tree.best_first_tree`
+on the same empirical probabilities), at most ``tree_nodes`` nodes within the same depth cap.
 
 Memory: the global trie holds at most ``max_nodes`` nodes; adding an output that would exceed it
 evicts the oldest outputs and rebuilds (tested under long generations). Deterministic: counts depend
@@ -25,6 +27,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 
+from leap.core.draft_tree import DraftTree, best_first_tree
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 
@@ -90,6 +93,12 @@ class SuffixTrie:
                 return node, length
         return 0, 0
 
+    def successors(self, node: int) -> list[tuple[int, float, int]]:
+        """(token, empirical probability, child node) for every continuation of ``node``."""
+        kids = self.children[node]
+        total = sum(self.count[c] for c in kids.values())
+        return [(token, self.count[child] / total, child) for token, child in sorted(kids.items())]
+
     def continuation(self, node: int, limit: int, min_prob: float) -> list[int]:
         """Follow the most frequent child from ``node`` while the path probability stays >= ``min_prob``."""
         out: list[int] = []
@@ -113,11 +122,12 @@ class SuffixDrafter(Drafter):
     name = "suffix"
 
     def __init__(self, max_depth: int = 24, max_match: int = 8, num_tokens: int = 12, alpha: float = 2.0,
-                 min_prob: float = 0.1, max_nodes: int = 200_000) -> None:
+                 min_prob: float = 0.1, max_nodes: int = 200_000, tree_nodes: int = 0) -> None:
         if not 1 <= max_match < max_depth or num_tokens < 1 or alpha <= 0 or not 0 <= min_prob <= 1 \
-                or max_nodes < max_depth:
+                or max_nodes < max_depth or tree_nodes < 0:
             raise SettingsError("suffix needs 1 <= max_match < max_depth, num_tokens >= 1, alpha > 0, "
-                                "0 <= min_prob <= 1 and max_nodes >= max_depth")
+                                "0 <= min_prob <= 1, max_nodes >= max_depth and tree_nodes >= 0")
+        self.tree_nodes = int(tree_nodes)
         self.max_match = int(max_match)
         self.num_tokens, self.alpha, self.min_prob, self.max_nodes = int(num_tokens), float(alpha), float(min_prob), \
             int(max_nodes)
@@ -162,12 +172,22 @@ class SuffixDrafter(Drafter):
         self._sync(tokens)
 
     # ------------------------------------------------------------------ drafting
-    def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
+    def _match(self, tokens: Sequence[int], max_tokens: int) -> tuple[SuffixTrie, int, int]:
+        """(trie, node, depth limit) of the longest match; limit 0 = no match."""
         self._sync(tokens)
         best = max(((trie, *trie.match(self._tokens, self.max_match)) for trie in (self.request, self.global_)),
                    key=lambda x: x[2])  # max() keeps the first (request) on ties
         trie, node, length = best
-        if length == 0:
-            return []
-        limit = min(max_tokens, self.num_tokens, math.ceil(self.alpha * length))
-        return trie.continuation(node, limit, self.min_prob)
+        return trie, node, (min(max_tokens, self.num_tokens, math.ceil(self.alpha * length)) if length else 0)
+
+    def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
+        trie, node, limit = self._match(tokens, max_tokens)
+        return trie.continuation(node, limit, self.min_prob) if limit else []
+
+    def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
+        if self.tree_nodes <= 1:
+            return super().propose_tree(tokens, max_depth)
+        trie, node, limit = self._match(tokens, max_depth)
+        if not limit:
+            return DraftTree()
+        return best_first_tree(trie.successors, node, self.tree_nodes, limit, self.min_prob)

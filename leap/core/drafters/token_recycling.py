@@ -8,8 +8,10 @@ holds, for each token ``t``, the ``top_k`` most likely next tokens the last time
 the last committed token: ``t -> M[t, 0] -> M[M[t, 0], 0] ...`` until a token has no row yet or
 ``num_tokens`` are proposed. The matrix persists across prompts (the paper's "recycling").
 
-Deviation, stated: the paper drafts a static *tree* (BFS over ``M`` with a fixed template) verified
-with tree attention; leap verifies one chain per step, so the drafter follows the top-1 path.
+With ``tree_nodes > 1`` it drafts a tree, as the paper does, verified with tree attention: the
+paper's static template is replaced by a best-first expansion over ``M`` in which the successor of
+rank ``r`` has weight ``rank_decay ** r`` (a rank prior standing in for the template's shape); with
+``tree_nodes <= 1`` it follows the top-1 path as one chain.
 
 Memory is bounded by construction: one ``int32`` matrix of ``vocab x top_k`` entries (SmolLM2:
 49,152 x 8 = 1.5 MiB), allocated on the first observation. Updates are deterministic for a given
@@ -26,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from leap.core.draft_tree import DraftTree, best_first_tree
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 
@@ -39,10 +42,12 @@ class TokenRecycling(Drafter):
     name = "token-recycling"
     needs_logits = True
 
-    def __init__(self, top_k: int = 8, num_tokens: int = 6) -> None:
-        if top_k < 1 or num_tokens < 1:
-            raise SettingsError("token-recycling needs top_k >= 1 and num_tokens >= 1")
+    def __init__(self, top_k: int = 8, num_tokens: int = 6, tree_nodes: int = 0, rank_decay: float = 0.4) -> None:
+        if top_k < 1 or num_tokens < 1 or tree_nodes < 0 or not 0 < rank_decay < 1:
+            raise SettingsError("token-recycling needs top_k >= 1, num_tokens >= 1, tree_nodes >= 0 and "
+                                "0 < rank_decay < 1")
         self.top_k, self.num_tokens = int(top_k), int(num_tokens)
+        self.tree_nodes, self.rank_decay = int(tree_nodes), float(rank_decay)
         self.matrix: np.ndarray | None = None  # [vocab, top_k] int32, -1 = never observed
 
     @property
@@ -57,6 +62,16 @@ class TokenRecycling(Drafter):
         top = torch.topk(logits.float(), k, dim=-1, sorted=True).indices.cpu().numpy().astype(np.int32)
         for token, row in zip(inputs, top):
             self.matrix[int(token), :k] = row
+
+    def _successors(self, token: int) -> list[tuple[int, float, int]]:
+        if self.matrix is None or not 0 <= token < self.matrix.shape[0]:
+            return []
+        return [(int(t), self.rank_decay**rank, int(t)) for rank, t in enumerate(self.matrix[token]) if t >= 0]
+
+    def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
+        if self.tree_nodes <= 1 or not tokens:
+            return super().propose_tree(tokens, max_depth)
+        return best_first_tree(self._successors, int(tokens[-1]), self.tree_nodes, min(max_depth, self.num_tokens))
 
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         if self.matrix is None or not tokens:
