@@ -11,8 +11,10 @@ Names resolve in this order (:func:`make_method`):
    and its ablations ``leap-no-zones``, ``leap-no-groups``, ``leap-no-search`` (LEAP Table 2),
    ``leap-drafters`` (LEAP's MCTS searching the drafter dimension jointly with the layers), and
    the peers ``hf-pld`` (transformers' prompt lookup decoding, ``prompt_lookup_num_tokens``) and
-   ``hf-early-exit`` (transformers' ``assistant_early_exit`` self-speculation), timed like every
-   other method: wall clock around one ``generate`` call on the same weights;
+   ``hf-early-exit`` (transformers' ``assistant_early_exit`` self-speculation), with ``hf-ar``
+   (transformers' plain ``generate``) as the peers' own baseline, timed like every other method:
+   wall clock around one ``generate`` call on the same weights. The speedup column is over leap's
+   ``ar``; a peer's speedup over its own plain decoding is its ratio to ``hf-ar``;
 2. any search agent (``leap agents``): online search on LEAP's space (SWIFT and CLaSP on theirs);
 3. any drafter (``leap drafters``): the decoder drafting with it; ``config=`` (a configuration in
    compact or sparse form, e.g. ``hybrid:config=skip=5-7``) gives ``layer-skip`` and ``hybrid``
@@ -193,6 +195,12 @@ def _hf_pld(model: LeapModel, options: BenchOptions, num_tokens: int = 10, max_m
     """peer: transformers' prompt lookup decoding (prompt_lookup_num_tokens)"""
     return TransformersPeer("hf-pld", model, prompt_lookup_num_tokens=int(num_tokens),
                             max_matching_ngram_size=int(max_matching_ngram_size))
+
+
+@bench_methods.register("hf-ar")
+def _hf_ar(model: LeapModel, options: BenchOptions) -> BenchMethod:
+    """peer baseline: transformers' plain greedy/sampled model.generate (the peers' own plain decoding)"""
+    return TransformersPeer("hf-ar", model)
 
 
 @bench_methods.register("hf-early-exit")

@@ -59,7 +59,7 @@ def test_prompt_lookup_drafts_and_gets_accepted_on_repetitive_text(tiny_llama):
 def test_unknown_drafter_lists_the_registered_ones(tiny_llama):
     from leap.core.errors import UnknownNameError
 
-    with pytest.raises(UnknownNameError, match="registered: hybrid, layer-skip, prompt-lookup"):
+    with pytest.raises(UnknownNameError, match="registered: gated, hybrid, layer-skip, prompt-lookup"):
         make_drafter("nope")
 
 
@@ -147,3 +147,20 @@ def test_hybrid_lets_the_layer_draft_continue_when_the_free_part_is_empty(tiny_l
     assert out.token_ids == plain.token_ids
     with pytest.raises(SettingsError):
         Hybrid("layer-skip")
+
+
+def test_gated_withholds_drafts_in_buckets_that_did_not_pay_and_retries_them():
+    from leap.core.drafters import Gated
+
+    gated = Gated("prompt-lookup", min_accept=0.5, retry=3, prior=1.0, decay=0.5, num_tokens=2)
+    tokens = [1, 2, 3, 1, 2]  # bigram [1, 2] matches: bucket 2
+    assert gated.propose(tokens, 5) == [3, 1] and gated.bucket(2) == 2
+    gated.feedback(2, 0)  # mean of bucket 2: 1.0 -> 0.0 (first draft: rate 1)
+    withheld = [gated.propose(tokens, 5) for _ in range(3)]
+    assert withheld == [[], [], [3, 1]]  # withheld twice, retried on the third
+    gated.feedback(2, 2)
+    assert gated.mean[2] == pytest.approx(1.0) and gated.propose(tokens, 5) == [3, 1]
+    gated.feedback(0, 0)  # a step it did not draft in changes nothing
+    assert gated.mean[2] == pytest.approx(1.0)
+    with pytest.raises(SettingsError):
+        Gated("hybrid")

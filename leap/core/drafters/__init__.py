@@ -10,16 +10,18 @@ of them (property-tested over the registry). One algorithm per module:
 ``token-recycling``    top-k successors recycled from verification logits (:mod:`.token_recycling`)
 ``suffix``             depth-bounded suffix trie over the prompt and earlier outputs (:mod:`.suffix`)
 ``hybrid``             a model-free drafter, continued by the layer-skip draft (:mod:`.hybrid`)
+``gated``              a model-free drafter that drafts only where its drafts have paid (:mod:`.gated`)
 =====================  ===========================================================================
 
 Register your own with ``@drafters.register("name")`` or the entry-point group ``leap.drafters``.
 """
 
 from leap.core.drafters.base import Drafter, drafters, make_drafter
+from leap.core.drafters.gated import Gated
 from leap.core.drafters.hybrid import Hybrid, LayerSkip
 from leap.core.drafters.prompt_lookup import PromptLookup
 from leap.core.drafters.suffix import SuffixDrafter, SuffixTrie
 from leap.core.drafters.token_recycling import TokenRecycling
 
 __all__ = ["Drafter", "drafters", "make_drafter", "PromptLookup", "TokenRecycling", "SuffixDrafter", "SuffixTrie",
-           "Hybrid", "LayerSkip"]
+           "Hybrid", "LayerSkip", "Gated"]

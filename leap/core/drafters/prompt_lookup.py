@@ -29,6 +29,7 @@ class PromptLookup(Drafter):
             raise SettingsError("prompt-lookup needs 1 <= min_ngram <= max_ngram, num_tokens >= 1 and tree_nodes >= 0")
         self.max_ngram, self.min_ngram, self.num_tokens = int(max_ngram), int(min_ngram), int(num_tokens)
         self.tree_nodes = int(tree_nodes)
+        self.last_match = 0  # n of the n-gram behind the latest proposal
 
     def _continuations(self, tokens: list[int], limit: int):
         """Continuations of the last n-gram's earlier occurrences: longest n first, earliest first."""
@@ -39,17 +40,23 @@ class PromptLookup(Drafter):
                 if tokens[start] == first and tokens[start : start + n] == tail:
                     continuation = tokens[start + n : start + n + limit]
                     if continuation:
+                        self.last_match = n  # read by the gated drafter
                         yield continuation
 
     def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
         if self.tree_nodes <= 1:
             return super().propose_tree(tokens, max_depth)
         tree = DraftTree()
+        self.last_match = 0
+        first = 0
         for continuation in self._continuations(list(tokens), min(max_depth, self.num_tokens)):
+            first = first or self.last_match  # the longest n-gram's match is the one reported
             tree.add_path(continuation, max_nodes=self.tree_nodes)
             if len(tree) >= self.tree_nodes:
                 break
+        self.last_match = first
         return tree
 
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
+        self.last_match = 0
         return next(self._continuations(list(tokens), min(max_tokens, self.num_tokens)), [])

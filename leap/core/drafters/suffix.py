@@ -136,6 +136,7 @@ class SuffixDrafter(Drafter):
         self.outputs: deque[list[int]] = deque()  # earlier outputs held by the global trie, oldest first
         self._tokens: list[int] = []
         self._prompt_len = 0
+        self.last_match = 0  # length of the suffix match behind the latest proposal
 
     # ------------------------------------------------------------------ state
     def begin(self, prompt: Sequence[int]) -> None:
@@ -178,6 +179,7 @@ class SuffixDrafter(Drafter):
         best = max(((trie, *trie.match(self._tokens, self.max_match)) for trie in (self.request, self.global_)),
                    key=lambda x: x[2])  # max() keeps the first (request) on ties
         trie, node, length = best
+        self.last_match = length  # read by the gated drafter
         return trie, node, (min(max_tokens, self.num_tokens, math.ceil(self.alpha * length)) if length else 0)
 
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:

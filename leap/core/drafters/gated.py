@@ -1,0 +1,104 @@
+"""Gated drafting: draft only where drafting has paid, so a drafter never costs more than it gives.
+
+A model-free draft is nearly free to make but not to verify: on this project's CPU a verification of
+``k + 1`` tokens costs 1.2-1.3x a plain one-token step (``python benchmarks/core_bench.py --section
+forward``), so a draft whose expected accepted length is below about 0.25 token slows decoding down
+(the per-category losses of plain model-free drafters on translation and RAG prompts in
+``docs/results.md``). The idea is AdaEDL's and TapOut's - decide per step whether drafting pays - with
+a model-free signal instead of the draft's entropy: how long the drafter's match was.
+
+:class:`Gated` wraps a drafter and keeps, per *match bucket* (the wrapped drafter's ``last_match``,
+the n-gram or suffix match length behind its proposal, capped at ``max_bucket``; the proposal's
+length for drafters without one), an exponentially weighted mean of the tokens accepted per draft.
+It drafts in a bucket while that mean reaches ``min_accept`` (a new bucket starts at ``prior``, so it
+is tried), and retries a gated bucket every ``retry``-th time so that its estimate follows the text.
+Statistics persist across prompts (the runner keeps drafter instances). Deterministic for a given
+history. Everything else (observe, begin, finish, trees) passes through to the wrapped drafter.
+
+Who calls what: the decoder calls :meth:`propose_tree` and :meth:`feedback` like any drafter's;
+``gated:inner=suffix,tree_nodes=4`` in ``leap generate --drafters`` and ``leap bench``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from leap.core.draft_tree import DraftTree
+from leap.core.drafters.base import Drafter, drafters, make_drafter
+from leap.core.errors import SettingsError
+
+__all__ = ["Gated"]
+
+
+@drafters.register("gated")
+class Gated(Drafter):
+    """A model-free drafter that only drafts in match buckets where its drafts have been accepted."""
+
+    name = "gated"
+
+    def __init__(self, inner: str | Drafter = "suffix", min_accept: float = 0.3, retry: int = 8, max_bucket: int = 6,
+                 prior: float = 1.0, decay: float = 0.1, **inner_kwargs: Any) -> None:
+        if inner in ("gated", "hybrid", "layer-skip"):
+            raise SettingsError("gated wraps a model-free drafter (suffix, prompt-lookup, token-recycling)")
+        if min_accept < 0 or retry < 1 or max_bucket < 1 or not 0 < decay <= 1:
+            raise SettingsError("gated needs min_accept >= 0, retry >= 1, max_bucket >= 1 and 0 < decay <= 1")
+        self.inner = make_drafter(inner, **inner_kwargs)
+        self.needs_logits = self.inner.needs_logits
+        self.tree_nodes = self.inner.tree_nodes
+        self.min_accept, self.retry, self.max_bucket = float(min_accept), int(retry), int(max_bucket)
+        self.prior, self.decay = float(prior), float(decay)
+        self.mean: dict[int, float] = {}  # bucket -> weighted mean of accepted tokens per draft
+        self.drafts: dict[int, int] = {}  # bucket -> drafts verified
+        self.skipped: dict[int, int] = {}  # bucket -> proposals withheld since the last draft
+        self._bucket: int | None = None  # bucket of the draft now being verified
+
+    def bucket(self, proposed: int) -> int:
+        match = getattr(self.inner, "last_match", None)
+        return min(self.max_bucket, int(match if match is not None else proposed))
+
+    def pays(self, bucket: int) -> bool:
+        """Whether to draft in ``bucket`` now (counts a withheld proposal when not)."""
+        if self.mean.get(bucket, self.prior) >= self.min_accept:
+            return True
+        self.skipped[bucket] = self.skipped.get(bucket, 0) + 1
+        if self.skipped[bucket] >= self.retry:
+            self.skipped[bucket] = 0
+            return True
+        return False
+
+    # ------------------------------------------------------------------ drafting
+    def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
+        tree = self.inner.propose_tree(tokens, max_depth)
+        self._bucket = None
+        if not len(tree):
+            return tree
+        bucket = self.bucket(len(tree))
+        if not self.pays(bucket):
+            return DraftTree()
+        self._bucket = bucket
+        return tree
+
+    def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
+        return self.propose_tree(tokens, max_tokens).first_chain()
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        self.inner.feedback(drafted, accepted)
+        bucket, self._bucket = self._bucket, None
+        if bucket is None or drafted == 0:
+            return
+        n = self.drafts.get(bucket, 0) + 1
+        self.drafts[bucket] = n
+        rate = max(1.0 / n, self.decay)
+        mean = self.mean.get(bucket, self.prior)
+        self.mean[bucket] = mean + rate * (accepted - mean)
+
+    # ------------------------------------------------------------------ pass-through
+    def begin(self, prompt: Sequence[int]) -> None:
+        self.inner.begin(prompt)
+
+    def observe(self, inputs, logits) -> None:
+        self.inner.observe(inputs, logits)
+
+    def finish(self, tokens: Sequence[int]) -> None:
+        self.inner.finish(tokens)
