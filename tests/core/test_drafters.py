@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from leap.core import LayerConfig, SelfSpecDecoder
-from leap.core.drafters import Hybrid, PromptLookup, SuffixDrafter, SuffixTrie, TokenRecycling, drafters, make_drafter
+from leap.core.drafters import Drafter, Hybrid, PromptLookup, SuffixDrafter, SuffixTrie, TokenRecycling, drafters, make_drafter
 from leap.core.errors import SettingsError
 
 # small alphabets make n-gram matches (and so real drafts) frequent
@@ -59,7 +59,7 @@ def test_prompt_lookup_drafts_and_gets_accepted_on_repetitive_text(tiny_llama):
 def test_unknown_drafter_lists_the_registered_ones(tiny_llama):
     from leap.core.errors import UnknownNameError
 
-    with pytest.raises(UnknownNameError, match="registered: gated, hybrid, layer-skip, prompt-lookup"):
+    with pytest.raises(UnknownNameError, match="registered: gated, hybrid, layer-skip, prompt-lookup, select"):
         make_drafter("nope")
 
 
@@ -164,3 +164,41 @@ def test_gated_withholds_drafts_in_buckets_that_did_not_pay_and_retries_them():
     assert gated.mean[2] == pytest.approx(1.0)
     with pytest.raises(SettingsError):
         Gated("hybrid")
+
+
+def test_select_scores_every_candidate_counterfactually_and_drafts_with_the_best():
+    from leap.core.draft_tree import DraftTree
+    from leap.core.drafters import Select
+    from leap.core.drafters.select import accepted_along
+
+    class Fixed(Drafter):
+        def __init__(self, tokens):
+            self.tokens = tokens
+
+        def propose(self, tokens, max_tokens):
+            return self.tokens[:max_tokens]
+
+    tree = DraftTree()
+    tree.add_path([1, 2, 3])
+    tree.add_path([1, 4])
+    assert accepted_along(tree, [1, 4, 9]) == 2 and accepted_along(tree, [5]) == 0 and accepted_along(tree, []) == 0
+
+    good, bad = Fixed([7, 7]), Fixed([8, 8])
+    select = Select([bad, good], prior=1.0, overhead=0.2, per_token=0.0)
+    select.begin([1])
+    history = [1]
+    for _ in range(6):  # the text is all 7s: good's drafts would be fully accepted, bad's never
+        select.propose(history, 4)
+        select.feedback(2, 0)
+        history.append(7)
+    assert select.mean[(1, 2)] > 1.5 and select.mean[(0, 2)] < 0.2
+    assert select.propose(history, 4) == [7, 7]  # good is chosen
+    only_bad = Select([Fixed([8, 8])], prior=1.0, overhead=0.2, per_token=0.0)
+    only_bad.begin([1])
+    history = [1]
+    for _ in range(6):
+        only_bad.propose(history, 4)
+        history.append(7)
+    assert only_bad.propose(history, 4) == [] and only_bad.withheld >= 1  # drafting does not pay: plain step
+    with pytest.raises(SettingsError, match="model-free"):
+        Select("suffix;hybrid")
