@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fall back to plain decoding unless the best configuration's mean reward reaches this")
     g.add_argument("--give-up", type=int, default=10,
                    help="stop searching after N iterations if no step reached --min-speedup (0 = never)")
+    g.add_argument("--steps-per-trial", type=int, default=1,
+                   help="real steps per search iteration, rewarded together (default 1, LEAP's)")
     g.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module first (e.g. one that registers your own agent or policy)")
     g.add_argument("--agent-arg", action="append", default=[], metavar="KEY=VALUE",
@@ -131,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--reward", choices=["measured", "cost"], default="measured")
     b.add_argument("--min-speedup", type=float, default=1.0)
     b.add_argument("--give-up", type=int, default=10)
+    b.add_argument("--steps-per-trial", type=int, default=1,
+                   help="real steps per search iteration (default 1; per method: --method-arg M:steps_per_trial=4)")
     b.add_argument("--draft-policy", default="confidence", help="draft-length policy of layer-skip drafts")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
@@ -200,7 +204,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                                 search=not args.no_search, seed=args.seed, agent_kwargs=_kv_args(args.agent_arg),
                                 drafters=drafters)
         runner = OnlineSearch(decoder, factory, SearchSettings(budget=args.budget, reward=args.reward,
-                                                               min_speedup=args.min_speedup, give_up=args.give_up))
+                                                               min_speedup=args.min_speedup, give_up=args.give_up,
+                                                               steps_per_trial=args.steps_per_trial))
         searched = runner.generate(args.prompt, **settings)
         outcome = searched.generation
         record = searched.to_dict()
@@ -277,7 +282,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         methods=[m.strip() for m in args.methods.split(",")], temperatures=temps, max_new_tokens=args.max_new_tokens,
         runs=args.runs, warmup=args.warmup, chat=args.chat, seed=args.seed, method_args=_method_args(args.method_arg),
         options=BenchOptions(budget=args.budget, reward=args.reward, min_speedup=args.min_speedup,
-                             give_up=args.give_up, draft_policy=args.draft_policy, seed=args.seed))
+                             give_up=args.give_up, draft_policy=args.draft_policy, seed=args.seed,
+                             steps_per_trial=args.steps_per_trial))
     model = _load_for(args)
     bench = Bench(model, rows, settings, args.out, resume=args.resume, progress=not args.quiet)
     try:

@@ -54,6 +54,7 @@ class BenchOptions:
     give_up: int = 10
     draft_policy: str = "confidence"
     seed: int = 0
+    steps_per_trial: int = 1
 
 
 @dataclass
@@ -102,7 +103,7 @@ class SearchMethod(BenchMethod):
 
     def __init__(self, name: str, model: LeapModel, options: BenchOptions, agent: str, *, zones: bool = True,
                  groups: bool = True, search: bool = True, drafters: Sequence[str] | str | None = None,
-                 **agent_kwargs: Any) -> None:
+                 steps_per_trial: int | None = None, budget: int | None = None, **agent_kwargs: Any) -> None:
         from leap.search.methods import agent_factory
         from leap.search.runner import OnlineSearch, SearchSettings
 
@@ -111,8 +112,9 @@ class SearchMethod(BenchMethod):
             drafters = [d for d in drafters.split(";") if d]
         factory = agent_factory(agent, model.num_layers, zones=zones, groups=groups, search=search,
                                 seed=options.seed, agent_kwargs=agent_kwargs, drafters=drafters)
-        settings = SearchSettings(budget=options.budget, reward=options.reward, min_speedup=options.min_speedup,
-                                  give_up=options.give_up)
+        settings = SearchSettings(budget=options.budget if budget is None else int(budget), reward=options.reward, min_speedup=options.min_speedup,
+                                  give_up=options.give_up,
+                                  steps_per_trial=steps_per_trial or options.steps_per_trial)
         self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy), factory, settings)
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
@@ -182,9 +184,11 @@ bench_methods.add("leap-no-search", _leap("leap-no-search", search=False))
 @bench_methods.register("leap-drafters")
 def _leap_drafters(model: LeapModel, options: BenchOptions, drafters: Sequence[str] | str | None = None,
                    **agent_kwargs: Any) -> BenchMethod:
-    """LEAP searching over drafters: MCTS on the joint (drafter option, layer configuration) space"""
+    """LEAP searching over drafters: MCTS on the joint (drafter option, layer configuration) space,
+    4 real steps per trial (one-step rewards of model-free drafts are mostly luck)"""
     from leap.search.drafter_space import DEFAULT_DRAFTERS
 
+    agent_kwargs.setdefault("steps_per_trial", 4)
     return SearchMethod("leap-drafters", model, options, "leap", drafters=drafters or DEFAULT_DRAFTERS,
                         **agent_kwargs)
 

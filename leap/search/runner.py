@@ -38,7 +38,8 @@ from typing import Any
 from leap.core.config import LayerConfig
 from leap.core.decoder import SelfSpecDecoder
 from leap.core.drafters import Drafter, make_drafter
-from leap.core.outcome import GenerationOutcome
+from leap.core.errors import SettingsError
+from leap.core.outcome import GenerationOutcome, StepRecord
 from leap.core.probe import ContextProbe
 from leap.core.trace import LayerTrace
 from leap.redundancy.base import compute_metrics
@@ -57,13 +58,23 @@ class SearchSettings:
     """``budget``: search iterations per prompt; ``base_steps``: plain steps timing ``t_base``;
     ``min_speedup``: the fixed configuration's mean reward must reach it, else plain decoding;
     ``give_up``: stop searching after this many iterations if no trial has reached ``min_speedup``
-    (0 = never); ``reward``: "measured" or "cost"."""
+    (0 = never); ``reward``: "measured" or "cost"; ``steps_per_trial``: real steps per search
+    iteration, rewarded as one (their summed tokens over their summed time). LEAP's trial is one step
+    (default 1); model-free drafts accept 0 to 7+ tokens from one step to the next, so a one-step
+    reward mostly measures luck and a search over drafters is steadier with 3-4."""
 
     budget: int = 40
     base_steps: int = 2
     min_speedup: float = 1.0
     give_up: int = 10
     reward: str = "measured"
+    steps_per_trial: int = 1
+
+    def __post_init__(self) -> None:
+        if self.budget < 0 or self.base_steps < 0 or self.give_up < 0 or self.steps_per_trial < 1:
+            raise SettingsError("search settings: budget, base_steps and give_up must be >= 0, steps_per_trial >= 1")
+        if self.reward not in ("measured", "cost"):
+            raise SettingsError(f"reward must be 'measured' or 'cost', got {self.reward!r}")
 
 
 @dataclass
@@ -137,6 +148,17 @@ class OnlineSearch:
             return session.step(config.config, drafter=self._drafter(config.drafter))
         return session.step(config, drafter=None)
 
+    def _trial(self, session, config) -> StepRecord:
+        """``steps_per_trial`` real steps under ``config`` (fewer if the prompt ends), as one record."""
+        records = [self._step(session, config)]
+        while len(records) < self.settings.steps_per_trial and not session.done:
+            records.append(self._step(session, config))
+        if len(records) == 1:
+            return records[0]
+        return StepRecord(**{f: sum(getattr(r, f) for r in records) for f in (
+            "drafted", "accepted", "committed", "draft_time_s", "verify_time_s", "forward_time_s", "layer_passes")},
+            config=records[0].config)
+
     def generate(self, prompt: str | Sequence[int], **kwargs: Any) -> SearchOutcome:
         """Decode ``prompt`` (keyword arguments as in :meth:`SelfSpecDecoder.start`)."""
         s = self.settings
@@ -165,7 +187,7 @@ class OnlineSearch:
             t0 = time.perf_counter()
             config = self.agent.ask(history)
             overhead += time.perf_counter() - t0
-            step = self._step(session, config)
+            step = self._trial(session, config)
             r = reward(step, num_layers)
             history.record(config, r, committed=step.committed, drafted=step.drafted, accepted=step.accepted,
                            time_s=step.time_s)

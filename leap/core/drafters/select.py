@@ -15,10 +15,10 @@ expected speedup of the step,
 and does not draft at all when no candidate reaches ``min_gain`` (the step is plain decoding). So it
 notices when drafting does not pay - per step, for every candidate, without spending a single
 exploratory verification. ``overhead`` and ``per_token`` are the verification cost model: a forward
-over ``k + 1`` tokens relative to one token, ``1 + overhead + per_token * k``; the defaults (0.17,
-0.02) are this project's CPU's, measured by ``python benchmarks/core_bench.py --section forward``
-(float32, oneDNN linears: 1.19x at k = 1, 1.25x at k = 3, 1.34x at k = 7); set them for your
-hardware (on a GPU both are near 0).
+over ``k + 1`` tokens relative to one token, ``1 + overhead + per_token * k``; the defaults (0.25,
+0.035) are this project's CPU's, measured by ``python benchmarks/drafter_ceiling.py`` (float32,
+oneDNN linears: 1.25x at k = 1, 1.33x at k = 4, 1.50x at k = 8; ``core_bench.py --section forward``
+measured 1.19-1.34x on a quieter run); set them for your hardware (on a GPU both are near 0).
 
 Candidates: ``candidates="suffix;prompt-lookup;token-recycling"`` (names, or ``name:key=value&key=value``),
 or a list of drafters. Every candidate hears ``begin``/``observe``/``finish``, so stateful ones
@@ -79,7 +79,7 @@ class Select(Drafter):
     name = "select"
 
     def __init__(self, candidates: str | Sequence[str | Drafter] = "suffix;prompt-lookup;token-recycling",
-                 overhead: float = 0.17, per_token: float = 0.02, min_gain: float = 1.0, decay: float = 0.05,
+                 overhead: float = 0.25, per_token: float = 0.035, min_gain: float = 1.0, decay: float = 0.05,
                  max_bucket: int = 6, prior: float = 0.5) -> None:
         specs = [c for c in candidates.split(";") if c.strip()] if isinstance(candidates, str) else list(candidates)
         if not specs:

@@ -1,0 +1,32 @@
+"""OnlineSearch with several real steps per search iteration (SearchSettings.steps_per_trial)."""
+
+from __future__ import annotations
+
+import pytest
+
+from leap.core import SelfSpecDecoder
+from leap.core.errors import SettingsError
+from leap.search.methods import agent_factory
+from leap.search.runner import OnlineSearch, SearchSettings
+
+
+def test_each_trial_spans_steps_per_trial_steps_and_output_stays_lossless(tiny_llama):
+    prompt = [5, 6, 7, 8] * 3
+    plain = SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=40).token_ids
+    factory = agent_factory("ucb", tiny_llama.num_layers, seed=0, drafters=["suffix", "prompt-lookup"])
+    settings = SearchSettings(budget=5, steps_per_trial=3, give_up=0, min_speedup=0.0)
+    out = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory, settings).generate(prompt, max_new_tokens=40)
+    assert out.generation.token_ids == plain
+    assert 1 <= out.iterations <= 5
+    searched_steps = len(out.generation.steps) - settings.base_steps
+    # every trial but possibly the last (the prompt may end) covers 3 steps
+    assert sum(t["committed"] for t in out.trials) <= out.generation.new_tokens
+    assert all(t["committed"] >= 3 for t in out.trials[:-1])
+    assert searched_steps >= 3 * (out.iterations - 1) + 1
+
+
+def test_bad_search_settings_name_the_fix():
+    with pytest.raises(SettingsError, match="steps_per_trial"):
+        SearchSettings(steps_per_trial=0)
+    with pytest.raises(SettingsError, match="reward"):
+        SearchSettings(reward="fast")
