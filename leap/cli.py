@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop searching after N iterations if no step reached --min-speedup (0 = never)")
     g.add_argument("--steps-per-trial", type=int, default=1,
                    help="real steps per search iteration, rewarded together (default 1, LEAP's)")
+    g.add_argument("--carry-over", type=int, default=0,
+                   help="reuse a choice that paid for up to N following prompts without searching (default 0)")
     g.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module first (e.g. one that registers your own agent or policy)")
     g.add_argument("--agent-arg", action="append", default=[], metavar="KEY=VALUE",
@@ -205,7 +207,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                                 drafters=drafters)
         runner = OnlineSearch(decoder, factory, SearchSettings(budget=args.budget, reward=args.reward,
                                                                min_speedup=args.min_speedup, give_up=args.give_up,
-                                                               steps_per_trial=args.steps_per_trial))
+                                                               steps_per_trial=args.steps_per_trial,
+                                                               carry_over=args.carry_over))
         searched = runner.generate(args.prompt, **settings)
         outcome = searched.generation
         record = searched.to_dict()

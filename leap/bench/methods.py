@@ -103,7 +103,8 @@ class SearchMethod(BenchMethod):
 
     def __init__(self, name: str, model: LeapModel, options: BenchOptions, agent: str, *, zones: bool = True,
                  groups: bool = True, search: bool = True, drafters: Sequence[str] | str | None = None,
-                 steps_per_trial: int | None = None, budget: int | None = None, **agent_kwargs: Any) -> None:
+                 steps_per_trial: int | None = None, budget: int | None = None, carry_over: int = 0,
+                 **agent_kwargs: Any) -> None:
         from leap.search.methods import agent_factory
         from leap.search.runner import OnlineSearch, SearchSettings
 
@@ -114,14 +115,15 @@ class SearchMethod(BenchMethod):
                                 seed=options.seed, agent_kwargs=agent_kwargs, drafters=drafters)
         settings = SearchSettings(budget=options.budget if budget is None else int(budget), reward=options.reward, min_speedup=options.min_speedup,
                                   give_up=options.give_up,
-                                  steps_per_trial=steps_per_trial or options.steps_per_trial)
+                                  steps_per_trial=steps_per_trial or options.steps_per_trial,
+                                  carry_over=int(carry_over))
         self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy), factory, settings)
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
         res = self.runner.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         return MethodResult.from_outcome(
             res.generation, search_iterations=res.iterations, converged=res.converged,
-            search_overhead_s=res.search_overhead_s, t_base_s=res.t_base_s,
+            search_overhead_s=res.search_overhead_s, t_base_s=res.t_base_s, carried_over=res.carried_over,
             trial_rewards=[t["reward"] for t in res.trials], trial_configs=[t["config"] for t in res.trials])
 
 
@@ -185,10 +187,11 @@ bench_methods.add("leap-no-search", _leap("leap-no-search", search=False))
 def _leap_drafters(model: LeapModel, options: BenchOptions, drafters: Sequence[str] | str | None = None,
                    **agent_kwargs: Any) -> BenchMethod:
     """LEAP searching over drafters: MCTS on the joint (drafter option, layer configuration) space,
-    4 real steps per trial (one-step rewards of model-free drafts are mostly luck)"""
+    4 real steps per trial, a choice that paid reused for up to 4 following prompts"""
     from leap.search.drafter_space import DEFAULT_DRAFTERS
 
     agent_kwargs.setdefault("steps_per_trial", 4)
+    agent_kwargs.setdefault("carry_over", 4)
     return SearchMethod("leap-drafters", model, options, "leap", drafters=drafters or DEFAULT_DRAFTERS,
                         **agent_kwargs)
 

@@ -37,7 +37,7 @@ __all__ = ["DrafterOption", "DraftChoice", "JointSpace", "with_drafters", "parse
            "LAYER_DRAFTERS"]
 
 LAYER_DRAFTERS = frozenset({"layer-skip", "hybrid"})  # drafters whose chain the layer-skip draft (may) continue
-DEFAULT_DRAFTERS = ("layer-skip", "prompt-lookup", "suffix", "token-recycling", "hybrid:free=suffix")
+DEFAULT_DRAFTERS = ("layer-skip", "prompt-lookup", "suffix", "gated", "hybrid:free=suffix")
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,10 @@ class SearchSettings:
     (0 = never); ``reward``: "measured" or "cost"; ``steps_per_trial``: real steps per search
     iteration, rewarded as one (their summed tokens over their summed time). LEAP's trial is one step
     (default 1); model-free drafts accept 0 to 7+ tokens from one step to the next, so a one-step
-    reward mostly measures luck and a search over drafters is steadier with 3-4."""
+    reward mostly measures luck and a search over drafters is steadier with 3-4; ``carry_over``: reuse
+    a fixed choice whose fixed phase measured at least ``min_speedup`` for up to this many following
+    prompts without searching, and search again as soon as it stops paying (0 = search every prompt,
+    LEAP's)."""
 
     budget: int = 40
     base_steps: int = 2
@@ -69,10 +72,13 @@ class SearchSettings:
     give_up: int = 10
     reward: str = "measured"
     steps_per_trial: int = 1
+    carry_over: int = 0
 
     def __post_init__(self) -> None:
-        if self.budget < 0 or self.base_steps < 0 or self.give_up < 0 or self.steps_per_trial < 1:
-            raise SettingsError("search settings: budget, base_steps and give_up must be >= 0, steps_per_trial >= 1")
+        if self.budget < 0 or self.base_steps < 0 or self.give_up < 0 or self.steps_per_trial < 1 \
+                or self.carry_over < 0:
+            raise SettingsError("search settings: budget, base_steps, give_up and carry_over must be >= 0, "
+                                "steps_per_trial >= 1")
         if self.reward not in ("measured", "cost"):
             raise SettingsError(f"reward must be 'measured' or 'cost', got {self.reward!r}")
 
@@ -88,11 +94,12 @@ class SearchOutcome:
     search_overhead_s: float
     t_base_s: float
     trials: list[dict[str, Any]] = field(default_factory=list)
+    carried_over: bool = False  # the fixed choice came from an earlier prompt (SearchSettings.carry_over)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.generation.to_dict(), "search_iterations": self.iterations, "converged": self.converged,
                 "fixed_config": self.fixed_config, "search_overhead_s": self.search_overhead_s,
-                "t_base_s": self.t_base_s, "trials": self.trials}
+                "t_base_s": self.t_base_s, "trials": self.trials, "carried_over": self.carried_over}
 
 
 def baseline_space(num_layers: int) -> SearchSpace:
@@ -136,6 +143,8 @@ class OnlineSearch:
         self.trace_positions = trace_positions
         self.agent: SearchAgent | None = None
         self.drafters: dict[DrafterOption, Drafter] = {}  # one instance per option, kept across prompts
+        self._carried = None  # settings.carry_over: the choice reused without a search ...
+        self._carry_left = 0  # ... and for how many more prompts
 
     def _drafter(self, option: DrafterOption) -> Drafter:
         if option not in self.drafters:
@@ -183,7 +192,10 @@ class OnlineSearch:
             reward = CostModelSpeedup()  # the prompt ended during calibration; nothing left to search
 
         iterations, converged = 0, False
-        while not session.done and iterations < s.budget:
+        carried = self._carried if s.carry_over and self._carry_left > 0 else None
+        if carried is not None:  # an earlier prompt's choice that kept paying: no search this time
+            self._carry_left -= 1
+        while carried is None and not session.done and iterations < s.budget:
             t0 = time.perf_counter()
             config = self.agent.ask(history)
             overhead += time.perf_counter() - t0
@@ -201,16 +213,29 @@ class OnlineSearch:
             if s.give_up and iterations >= s.give_up and max(t.reward for t in history) < s.min_speedup:
                 break  # nothing pays: stop spending steps on drafts
 
-        fixed = self._choose(history)
+        fixed = carried if carried is not None else self._choose(history)
+        t_fixed, n_fixed = session.decode_time_s, len(session.new_token_ids)
         while not session.done:
             self._step(session, fixed)
+        if s.carry_over:
+            self._carry(fixed, carried is not None, len(session.new_token_ids) - n_fixed,
+                        session.decode_time_s - t_fixed, t_base)
         generation = session.outcome()
         generation.config = str(fixed) if fixed is not None else None
         trials = [{"iteration": t.iteration, "config": None if t.config is None else str(t.config),
                    "reward": t.reward, "committed": t.committed, "drafted": t.drafted, "accepted": t.accepted}
                   for t in history]
         return SearchOutcome(generation, iterations, converged, None if fixed is None else str(fixed),
-                             overhead, t_base, trials)
+                             overhead, t_base, trials, carried_over=carried is not None)
+
+    def _carry(self, fixed, was_carried: bool, tokens: int, seconds: float, t_base: float) -> None:
+        """Keep ``fixed`` for the next prompts if its fixed phase paid (tokens/s over plain's), else drop it."""
+        paid = fixed is not None and tokens > 0 and seconds > 0 and t_base > 0 \
+            and tokens * t_base / seconds >= self.settings.min_speedup
+        if not paid:
+            self._carried, self._carry_left = None, 0
+        elif not was_carried:
+            self._carried, self._carry_left = fixed, self.settings.carry_over
 
     def _choose(self, history: SearchHistory) -> LayerConfig | None:
         best = self.agent.best(history)

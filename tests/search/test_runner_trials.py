@@ -30,3 +30,19 @@ def test_bad_search_settings_name_the_fix():
         SearchSettings(steps_per_trial=0)
     with pytest.raises(SettingsError, match="reward"):
         SearchSettings(reward="fast")
+
+
+def test_carry_over_reuses_a_choice_that_paid_then_searches_again(tiny_llama):
+    factory = agent_factory("ucb", tiny_llama.num_layers, seed=0, drafters=["suffix", "prompt-lookup"])
+    settings = SearchSettings(budget=3, carry_over=2, give_up=0, min_speedup=0.0)  # every fixed phase "pays"
+    runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory, settings)
+    prompts = [[5, 6, 7, 8] * 3, [9, 10, 9, 10, 9], [4, 4, 5, 4, 4], [7, 8, 9, 7, 8]]
+    outs = [runner.generate(p, max_new_tokens=24) for p in prompts]
+    assert [o.carried_over for o in outs] == [False, True, True, False]
+    assert outs[1].iterations == 0 and outs[1].fixed_config == outs[0].fixed_config is not None
+    plain = SelfSpecDecoder(tiny_llama, None)
+    assert all(o.generation.token_ids == plain.generate(p, max_new_tokens=24).token_ids for o, p in zip(outs, prompts))
+    # a choice whose fixed phase does not reach min_speedup is never carried
+    strict = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory,
+                          SearchSettings(budget=3, carry_over=2, give_up=0, min_speedup=1e9))
+    assert not any(strict.generate(p, max_new_tokens=24).carried_over for p in prompts[:3])
