@@ -6,8 +6,10 @@ import pytest
 
 from leap.core import SelfSpecDecoder
 from leap.core.errors import SettingsError
+from leap.search.base import SearchAgent
+from leap.search.drafter_space import DraftChoice, JointSpace, parse_option
 from leap.search.methods import agent_factory
-from leap.search.runner import OnlineSearch, SearchSettings
+from leap.search.runner import OnlineSearch, SearchSettings, baseline_space
 
 
 def test_each_trial_spans_steps_per_trial_steps_and_output_stays_lossless(tiny_llama):
@@ -32,17 +34,35 @@ def test_bad_search_settings_name_the_fix():
         SearchSettings(reward="fast")
 
 
-def test_carry_over_reuses_a_choice_that_paid_then_searches_again(tiny_llama):
-    factory = agent_factory("ucb", tiny_llama.num_layers, seed=0, drafters=["suffix", "prompt-lookup"])
-    settings = SearchSettings(budget=3, carry_over=2, give_up=0, min_speedup=0.0)  # every fixed phase "pays"
-    runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory, settings)
+class _AlwaysPromptLookup(SearchAgent):
+    """Proposes and fixes prompt lookup, so the test does not depend on an agent's choices."""
+
+    def __init__(self, num_layers: int) -> None:
+        super().__init__(JointSpace(baseline_space(num_layers), ["prompt-lookup"]))
+        self.choice = DraftChoice(parse_option("prompt-lookup"), None)
+
+    def ask(self, history):
+        return self.choice
+
+
+def test_carry_over_reuses_a_choice_that_paid_then_searches_again(tiny_qwen2):
+    searched = []
+
+    def factory(trace):
+        searched.append(trace)
+        return _AlwaysPromptLookup(tiny_qwen2.num_layers)
+
+    # no EOS (Qwen2 tiny model) and 40 tokens: every prompt has a fixed phase; with min_speedup 0 it "pays"
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), factory,
+                          SearchSettings(budget=3, carry_over=2, give_up=0, min_speedup=0.0))
     prompts = [[5, 6, 7, 8] * 3, [9, 10, 9, 10, 9], [4, 4, 5, 4, 4], [7, 8, 9, 7, 8]]
-    outs = [runner.generate(p, max_new_tokens=24) for p in prompts]
+    outs = [runner.generate(p, max_new_tokens=40) for p in prompts]
     assert [o.carried_over for o in outs] == [False, True, True, False]
-    assert outs[1].iterations == 0 and outs[1].fixed_config == outs[0].fixed_config is not None
-    plain = SelfSpecDecoder(tiny_llama, None)
-    assert all(o.generation.token_ids == plain.generate(p, max_new_tokens=24).token_ids for o, p in zip(outs, prompts))
+    assert [o.iterations for o in outs] == [3, 0, 0, 3]
+    assert all(o.fixed_config == "prompt-lookup" for o in outs)
+    plain = SelfSpecDecoder(tiny_qwen2, None)
+    assert all(o.generation.token_ids == plain.generate(p, max_new_tokens=40).token_ids for o, p in zip(outs, prompts))
     # a choice whose fixed phase does not reach min_speedup is never carried
-    strict = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory,
+    strict = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), factory,
                           SearchSettings(budget=3, carry_over=2, give_up=0, min_speedup=1e9))
-    assert not any(strict.generate(p, max_new_tokens=24).carried_over for p in prompts[:3])
+    assert not any(strict.generate(p, max_new_tokens=40).carried_over for p in prompts[:3])
