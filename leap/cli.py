@@ -91,7 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     chat = g.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=True, help="apply the chat template (default)")
     chat.add_argument("--no-chat", dest="chat", action="store_false")
-    g.add_argument("--compare", action="store_true", help="also decode plainly; report speedup and token identity")
+    g.add_argument("--compare", action="store_true",
+                   help="also decode plainly, interleaved (warm-up, then --repeats rounds alternating which goes "
+                        "first); report the median speedup, its spread and token identity")
+    g.add_argument("--repeats", type=int, default=3, help="timed rounds of --compare (default 3)")
     g.add_argument("--json", action="store_true", help="print the outcome record as one JSON object")
 
     sub.add_parser("policies", help="list the registered draft-length policies")
@@ -146,10 +149,30 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished generations")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    sm = sub.add_parser("smoke", help="every path on a random model of real size (presets tiny, llama3-8b)")
+    sm.add_argument("--preset", default="tiny", help="tiny (default) or llama3-8b")
+    sm.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1 ...")
+    sm.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16")
+    sm.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                    help="override a config field of the preset, e.g. num_hidden_layers=8 (repeatable)")
+    sm.add_argument("--paths", default=None,
+                    help="comma-separated subset of plain,fixed-config,leap,drafter,select,redundancy,env,calibration")
+    sm.add_argument("--prompt-tokens", type=int, default=64)
+    sm.add_argument("--max-new-tokens", type=int, default=32)
+    sm.add_argument("--budget", type=int, default=12, help="search iterations of the leap path")
+    sm.add_argument("--threads", type=int, default=None)
+    sm.add_argument("--json", action="store_true", help="print the report as one JSON object")
+
+    ca = sub.add_parser("calibrate", help="measure this machine's costs for a model (c(k), draft costs, drafters)")
+    _add_model_args(ca)
+    ca.add_argument("--refresh", action="store_true", help="measure again even if a cached calibration exists")
+    ca.add_argument("--json", action="store_true", help="print the calibration as one JSON object")
+
     rp = sub.add_parser("report", help="LEAP Table 1 / Table 2 from a `leap bench` folder")
     rp.add_argument("folder", help="the --out folder of leap bench (or its records.jsonl)")
     rp.add_argument("--format", choices=["md", "csv"], default="md")
     rp.add_argument("--plot", action="store_true", help="also write speedup_T*.png and early_speedup.png to the folder")
+    rp.add_argument("--mixed", action="store_true", help="pool records written by different commits (refused otherwise)")
     return parser
 
 
@@ -183,17 +206,22 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                          "among drafters, give --drafters a,b,c")
     if args.drafters and method in ("ar", "self-spec"):
         raise SystemExit("leap: --drafters is searched over by a search method (leap, mcts, ucb, bayes, random)")
-    decoder = SelfSpecDecoder(
-        model, config, args.draft_policy, policy_kwargs=_kv_args(args.policy_arg),
-        reuse_prefix=not args.no_reuse_prefix, draft_vocab=args.draft_vocab,
-        drafter=args.drafter if method != "ar" else None, drafter_kwargs=_kv_args(args.drafter_arg),
-    )
     settings = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
                     seed=args.seed, chat=args.chat)
-    if method in ("ar", "self-spec"):
-        outcome = decoder.generate(args.prompt, **settings)
-        record = outcome.to_dict()
-    else:
+
+    def run_method():
+        """One whole call of the method (a fresh decoder and search each time): (outcome, record)."""
+        decoder = SelfSpecDecoder(
+            model, config, args.draft_policy, policy_kwargs=_kv_args(args.policy_arg),
+            reuse_prefix=not args.no_reuse_prefix, draft_vocab=args.draft_vocab,
+            drafter=args.drafter if method != "ar" else None, drafter_kwargs=_kv_args(args.drafter_arg),
+        )
+        if method in ("ar", "self-spec"):
+            outcome = decoder.generate(args.prompt, **settings)
+            return outcome, outcome.to_dict()
+        return _search(decoder)
+
+    def _search(decoder):
         from leap.search.methods import agent_factory
         from leap.search.runner import OnlineSearch, SearchSettings
 
@@ -210,22 +238,38 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                                                                steps_per_trial=args.steps_per_trial,
                                                                carry_over=args.carry_over))
         searched = runner.generate(args.prompt, **settings)
-        outcome = searched.generation
-        record = searched.to_dict()
+        return searched.generation, searched.to_dict()
+
+    if args.compare:
+        from leap.bench.compare import compare
+
+        plain_decoder = SelfSpecDecoder(model, None)
+        result = compare(run_method, lambda: plain_decoder.generate(args.prompt, **settings), repeats=args.repeats,
+                         tokens=lambda out: list(out[0].token_ids) if isinstance(out, tuple) else list(out.token_ids),
+                         device=model.device)
+        outcome, record = result.last_method
+        plain = result.last_plain
+        record.update(plain_tokens_per_s=plain.new_tokens / result.plain_seconds[-1],
+                      speedup=result.median, speedup_low=result.low, speedup_high=result.high,
+                      speedup_rounds=result.ratios, method_seconds=result.method_seconds,
+                      plain_seconds=result.plain_seconds, identical_to_plain=result.identical, order=result.order,
+                      call_time_s=result.method_seconds[-1])
+    else:
+        from leap.core.device import wall_clock
+
+        start = wall_clock(model.device)
+        outcome, record = run_method()
+        record["call_time_s"] = wall_clock(model.device) - start  # the whole call: search included
     record["model"] = model.name
     record["method"] = method
-    if args.compare:
-        plain = SelfSpecDecoder(model, None).generate(args.prompt, **settings)
-        record["plain_tokens_per_s"] = plain.tokens_per_s
-        record["speedup"] = outcome.tokens_per_s / plain.tokens_per_s if plain.tokens_per_s else 0.0
-        record["identical_to_plain"] = outcome.token_ids == plain.token_ids
     if args.json:
         print(json.dumps(record))
         return 0
     print(outcome.text)
     print("---", file=sys.stderr)
     print(
-        f"{outcome.new_tokens} new tokens in {outcome.wall_time_s:.2f} s ({outcome.tokens_per_s:.1f} tok/s), "
+        f"{outcome.new_tokens} new tokens in {record['call_time_s']:.2f} s "
+        f"({outcome.new_tokens / max(record['call_time_s'], 1e-9):.1f} tok/s, whole call), "
         f"{len(outcome.steps)} steps, mean accepted length M = {outcome.mean_accepted:.2f}, "
         f"draft acceptance {outcome.acceptance_rate:.0%}, stop: {outcome.stop_reason}",
         file=sys.stderr,
@@ -238,8 +282,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     if args.compare:
         same = "identical" if record["identical_to_plain"] else "DIFFERENT (see docs on float16/bfloat16 ties)"
         print(
-            f"plain decoding: {record['plain_tokens_per_s']:.1f} tok/s; speedup {record['speedup']:.2f}x; "
-            f"tokens {same}",
+            f"plain decoding: {record['plain_tokens_per_s']:.1f} tok/s; speedup {record['speedup']:.2f}x "
+            f"(median of {len(record['speedup_rounds'])} interleaved rounds, whole calls timed; range "
+            f"{record['speedup_low']:.2f}-{record['speedup_high']:.2f}x); tokens {same}",
             file=sys.stderr,
         )
     return 0
@@ -306,7 +351,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from leap.bench.records import read_records
     from leap.bench.report import plot_early_speedup, plot_speedup, summarise, table1_markdown, table2_markdown, to_csv
 
+    from leap.bench.provenance import check_single_commit
+
     records = read_records(args.folder)
+    commits = check_single_commit(records, mixed=args.mixed)
     rows = summarise(records)
     if not rows:
         raise SystemExit(f"leap: {args.folder} holds no finished generations")
@@ -315,8 +363,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
     else:
         meta = next((r for r in records if r.get("kind") == "meta"), {})
         machine = meta.get("machine", {})
+        prov = meta.get("provenance", {})
         print(f"model {meta.get('model', '?')}; {machine.get('device', '?')} {machine.get('dtype', '')}, "
-              f"{machine.get('torch_threads', '?')} threads, {machine.get('processor', '')} ({machine.get('platform', '')})\n")
+              f"{machine.get('torch_threads', '?')} threads, {machine.get('processor', '')} ({machine.get('platform', '')}); "
+              f"commit {', '.join(commits)}; torch {prov.get('torch', '?')}, transformers "
+              f"{prov.get('transformers', '?')}; {prov.get('date', meta.get('time', '?'))}\n")
         print("Table 1\n")
         print(table1_markdown(rows))
         print("Table 2 (ablations)\n")
@@ -327,6 +378,59 @@ def _cmd_report(args: argparse.Namespace) -> int:
         paths = plot_speedup(rows, folder)
         early = plot_early_speedup([r for r in records if r.get("kind") == "answer"], folder)
         print("wrote " + ", ".join(str(p) for p in [*paths, early] if p), file=sys.stderr)
+    return 0
+
+
+def _cmd_smoke(args: argparse.Namespace) -> int:
+    from leap.bench.smoke import SmokeSettings, run_smoke
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    settings = SmokeSettings(preset=args.preset, device=args.device, dtype=args.dtype,
+                             overrides=_kv_args(args.overrides), prompt_tokens=args.prompt_tokens,
+                             max_new_tokens=args.max_new_tokens, budget=args.budget)
+    if args.paths:
+        settings.paths = tuple(p.strip() for p in args.paths.split(","))
+    report = run_smoke(settings, progress=None if args.json else lambda m: print(f"[smoke] {m}", file=sys.stderr))
+    if args.json:
+        print(json.dumps(report))
+        return 0 if report["ok"] else 1
+    print(f"{report['preset']} ({report['parameters_b']:.2f}B parameters, {report['layers']} layers) on "
+          f"{report['device']} {report['device_name']}, {report['dtype']}")
+    for name, status in report["paths"].items():
+        tps = report["tokens_per_s"].get(name)
+        same = report["outputs_identical"].get(name)
+        extra = (f", {tps:.1f} tok/s" if tps else "") + ("" if same is None else f", identical: {same}")
+        print(f"  {name:14s} {status}{extra}")
+    for name, div in report["divergence"].items():
+        print(f"  {name} diverges at token {div.get('position')}: top-2 logit margin {div.get('margin')}")
+    if "verify_curve" in report:
+        print("  c(k): " + ", ".join(f"{k}: {v:.2f}" for k, v in report["verify_curve"].items()))
+        print("  draft cost by skipped layers: " + ", ".join(f"{k}: {v:.2f}" for k, v in report["draft_cost"].items()))
+    print(f"  identical: {report['identical']}; identity rate {report['identity_rate']}; "
+          f"peak memory {report['peak_memory_gib']:.2f} GiB")
+    return 0 if report["ok"] else 1
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from leap.core.calibration import calibration_for
+
+    model = _load_for(args)
+    costs = calibration_for(model, refresh=args.refresh)
+    if args.json:
+        print(json.dumps(costs.to_dict()))
+        return 0
+    print(f"{model.name} on {costs.key['device']} ({costs.key['dtype']}, {costs.key['threads']} threads): "
+          f"one-token step {costs.step_s * 1000:.2f} ms")
+    print("verification c(k) = forward over k tokens / one token: "
+          + ", ".join(f"{k}: {v:.2f}" for k, v in costs.verify_curve.items()))
+    print(f"draft: {costs.layer_cost:.4f} per layer pass, {costs.head_cost:.4f} per token beyond layers "
+          "(embedding, norm, LM head, overhead); one-token draft forward by executed layers: "
+          + ", ".join(f"{n}: {v:.2f}" for n, v in costs.draft_curve.items()))
+    print("model-free drafters' overhead per step: "
+          + ", ".join(f"{n}: {v:.4f}" for n, v in costs.drafter_overhead.items()))
     return 0
 
 
@@ -436,7 +540,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     commands = {"generate": _cmd_generate, "policies": _cmd_policies, "metrics": _cmd_metrics,
                 "redundancy": _cmd_redundancy, "agents": _cmd_agents,
-                "drafters": _cmd_drafters, "bench": _cmd_bench, "report": _cmd_report}
+                "drafters": _cmd_drafters, "bench": _cmd_bench, "report": _cmd_report, "smoke": _cmd_smoke,
+                "calibrate": _cmd_calibrate}
     try:
         return commands[args.command](args)
     except LeapError as err:

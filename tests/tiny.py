@@ -14,7 +14,7 @@ WORDS = ["<unk>", "<s>", "</s>", "<eos>"] + [f"w{i}" for i in range(4, VOCAB)]
 
 def tiny_hf_model(kind: str = "llama", *, layers: int = 6, vocab: int = VOCAB, eos_token_id: int | None = 3,
                   seed: int = 0, init: float = 0.2):
-    """A random ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` with a large init so logits are well separated."""
+    """A random Llama / Qwen2 / Mistral causal LM (``qwen2-window`` and ``mistral`` with an 8-token sliding window) with a large init so logits are well separated."""
     torch.manual_seed(seed)
     common = dict(
         vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
@@ -30,6 +30,15 @@ def tiny_hf_model(kind: str = "llama", *, layers: int = 6, vocab: int = VOCAB, e
         from transformers import Qwen2Config, Qwen2ForCausalLM
 
         model = Qwen2ForCausalLM(Qwen2Config(**common, use_sliding_window=False))
+    elif kind == "qwen2-window":  # sliding window of 8 on the upper half of the layers, full attention below
+        from transformers import Qwen2Config, Qwen2ForCausalLM
+
+        model = Qwen2ForCausalLM(Qwen2Config(**common, use_sliding_window=True, sliding_window=8,
+                                             max_window_layers=layers // 2))
+    elif kind == "mistral":  # sliding window of 8 on every layer
+        from transformers import MistralConfig, MistralForCausalLM
+
+        model = MistralForCausalLM(MistralConfig(**common, sliding_window=8))
     else:
         raise ValueError(kind)
     model.generation_config.eos_token_id = eos_token_id

@@ -30,11 +30,13 @@ from typing import Any
 import torch
 
 from leap.bench.methods import BenchMethod, BenchOptions, MethodResult, make_method
+from leap.bench.provenance import provenance
 from leap.bench.records import RecordFile, record_key
+from leap.core.device import wall_clock
 from leap.core.errors import SettingsError
 from leap.core.model import LeapModel
 
-__all__ = ["Bench", "BenchSettings", "first_mismatch"]
+__all__ = ["Bench", "BenchSettings", "first_mismatch", "time_parts", "TIME_PARTS"]
 
 
 @dataclass
@@ -75,6 +77,21 @@ def first_mismatch(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+TIME_PARTS = ("prefill_s", "decode_s", "search_overhead_s")
+
+
+def time_parts(total: float, parts: dict[str, float]) -> dict[str, float]:
+    """A record's time fields: every named part (0 when the method has none) and ``other_s``, the rest
+    of the harness's total (space building outside the search's own clock, tokenisation, a peer's whole
+    ``generate``), so that the parts sum to ``wall_time_s``."""
+    unknown = set(parts) - set(TIME_PARTS)
+    if unknown:
+        raise SettingsError(f"unknown time parts {sorted(unknown)}; a method may report {TIME_PARTS}")
+    out = {name: float(parts.get(name, 0.0)) for name in TIME_PARTS}
+    out["other_s"] = total - sum(out.values())
+    return out
+
+
 def machine_info(model: LeapModel) -> dict[str, Any]:
     """Where a run ran: the report prints it beside the tables."""
     return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
@@ -108,7 +125,8 @@ class Bench:
         s = self.settings
         self.file.append({"kind": "meta", "time": time.strftime("%Y-%m-%d %H:%M:%S"), "model": self.model.name,
                           "num_layers": self.model.num_layers, "prompts": len(self.rows),
-                          "settings": {**asdict(s), "options": asdict(s.options)}, "machine": machine_info(self.model)})
+                          "settings": {**asdict(s), "options": asdict(s.options)}, "machine": machine_info(self.model),
+                          "provenance": provenance(self.model)})
         self._warm_up()
         done = self.file.done()
         total = sum(len(r["turns"]) for r in self.rows) * len(s.temperatures) * s.runs * len(self.methods)
@@ -161,13 +179,15 @@ class Bench:
         seed = s.seed + zlib.crc32(str(base["question_id"]).encode()) % 100_000 + 1_000_003 * run + 7919 * turn
         try:
             ids = self.model.encode_messages(messages, chat=s.chat)
+            start = wall_clock(self.model.device)  # the harness's clock: the whole call, whatever it does
             res: MethodResult = method.run(ids, max_new_tokens=s.max_new_tokens, temperature=temperature, seed=seed)
+            total = wall_clock(self.model.device) - start
         except KeyboardInterrupt:
             raise
         except Exception as err:  # noqa: BLE001 - recorded, and the run goes on
             return {**base, "status": "failed", "error": f"{type(err).__name__}: {err}"}
         rec = {**base, "status": "ok", "prompt_tokens": len(ids), "new_tokens": len(res.token_ids),
-               "wall_time_s": res.wall_time_s, "steps": res.steps, "accept_lengths": res.accepted_lengths,
+               "wall_time_s": total, **time_parts(total, res.parts), "steps": res.steps, "accept_lengths": res.accepted_lengths,
                "config": res.config, "text": self.model.decode(res.token_ids), "token_ids": res.token_ids,
                **res.extra}
         if temperature == 0 and base["method"] != "ar":

@@ -1,9 +1,12 @@
-"""Benchmark methods: one object per method name, each decoding token ids and timing itself.
+"""Benchmark methods: one object per method name, each decoding token ids.
 
-A :class:`BenchMethod` turns a prompt's token ids into a :class:`MethodResult` (new tokens, wall
-time of the whole generation including prefill, decoding steps, accepted length per step, the
-configuration used). The harness (:mod:`leap.bench.harness`) calls :meth:`BenchMethod.run` once per
-prompt, turn, temperature and run, interleaving the methods per prompt.
+A :class:`BenchMethod` turns a prompt's token ids into a :class:`MethodResult` (new tokens, decoding
+steps, accepted length per step, the configuration used, and the *parts* of its time it can name:
+prefill, decoding steps, search overhead). No method reports its own total: the harness
+(:mod:`leap.bench.harness`) holds one wall clock around the whole :meth:`BenchMethod.run` call -
+space building, search, probes, prefill and decoding - and records the parts beside it, with the
+remainder as ``other_s``. It calls :meth:`BenchMethod.run` once per prompt, turn, temperature and
+run, interleaving the methods per prompt.
 
 Names resolve in this order (:func:`make_method`):
 
@@ -25,7 +28,6 @@ Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VA
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,16 +64,20 @@ class MethodResult:
     """What one generation produced and cost (Spec-Bench's answer fields plus leap's)."""
 
     token_ids: list[int]
-    wall_time_s: float
     steps: int
     accepted_lengths: list[int] | None = None
     config: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: named parts of the call's time, in seconds (``prefill_s``, ``decode_s``, ``search_overhead_s``);
+    #: the harness's wall clock around the call is the total, the rest of it is recorded as ``other_s``
+    parts: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def from_outcome(cls, outcome: GenerationOutcome, **extra: Any) -> MethodResult:
-        return cls(list(outcome.token_ids), outcome.wall_time_s, len(outcome.steps), outcome.accepted_lengths,
-                   outcome.config, dict(extra))
+    def from_outcome(cls, outcome: GenerationOutcome, parts: dict[str, float] | None = None,
+                     **extra: Any) -> MethodResult:
+        return cls(list(outcome.token_ids), len(outcome.steps), outcome.accepted_lengths, outcome.config,
+                   dict(extra), {"prefill_s": outcome.prefill_time_s, "decode_s": outcome.decode_time_s,
+                                 **(parts or {})})
 
 
 class BenchMethod:
@@ -122,8 +128,8 @@ class SearchMethod(BenchMethod):
     def run(self, ids, *, max_new_tokens, temperature, seed):
         res = self.runner.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         return MethodResult.from_outcome(
-            res.generation, search_iterations=res.iterations, converged=res.converged,
-            search_overhead_s=res.search_overhead_s, t_base_s=res.t_base_s, carried_over=res.carried_over,
+            res.generation, {"search_overhead_s": res.search_overhead_s}, search_iterations=res.iterations,
+            converged=res.converged, t_base_s=res.t_base_s, carried_over=res.carried_over,
             trial_rewards=[t["reward"] for t in res.trials], trial_configs=[t["config"] for t in res.trials])
 
 
@@ -146,18 +152,14 @@ class TransformersPeer(BenchMethod):
         try:
             torch.manual_seed(seed)
             with torch.inference_mode():
-                t0 = time.perf_counter()
                 out = hf.generate(torch.tensor([ids], device=self.model.device), max_new_tokens=max_new_tokens,
                                   eos_token_id=sorted(self.model.eos_token_ids) or None, pad_token_id=0,
                                   **sampling, **self.generate_kwargs)
-                if self.model.device.type == "cuda":
-                    torch.cuda.synchronize()
-                wall = time.perf_counter() - t0
         finally:
             hook.remove()
         new = out[0, len(ids):].tolist()
         steps = max(1, calls[0] - 1)  # the first call is the prefill
-        return MethodResult(new, wall, steps, None, ", ".join(f"{k}={v}" for k, v in self.generate_kwargs.items()))
+        return MethodResult(new, steps, None, ", ".join(f"{k}={v}" for k, v in self.generate_kwargs.items()))
 
 
 @bench_methods.register("ar")

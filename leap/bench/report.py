@@ -5,7 +5,12 @@ plain decoding (``ar``) succeeded for the same question, turn, temperature and r
 
 * **speedup** of a method in a category = (sum of its new tokens / sum of its wall times) over
   (the same for ``ar``) - a ratio of tokens per second, pooled over the category's generations;
-  the ``overall`` row pools every category.
+  the ``overall`` row pools every category. Wall times are the harness's clock around each whole
+  call (search, probes and space building included).
+* **speedup interval** (``speedup_ci_low``/``speedup_ci_high``): a 95% bootstrap interval over
+  prompts (:mod:`leap.bench.stats`), and the **verdict** it alone decides: faster, slower or within
+  noise. Beside it, the **mean of per-prompt ratios** with its own interval (every prompt weighs the
+  same; the pooled figure weighs long generations more).
 * **M** (mean accepted length) = committed tokens per decoding step = sum of new tokens / sum of
   steps (``ar``: 1 by definition).
 * **lossless** (greedy only) = generations whose tokens equal plain decoding's, as ``k/n``.
@@ -27,6 +32,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from leap.bench.stats import bootstrap_speedup, verdict
+
 __all__ = ["ReportRow", "summarise", "table1_markdown", "table2_markdown", "to_csv", "plot_speedup",
            "plot_early_speedup", "ABLATIONS"]
 
@@ -45,6 +52,12 @@ class ReportRow:
     speedup: float
     lossless: str  # "k/n" for greedy non-baseline methods, "" otherwise
     failed: int
+    speedup_ci_low: float = float("nan")
+    speedup_ci_high: float = float("nan")
+    mean_ratio: float = float("nan")  # mean of per-prompt speedups
+    mean_ratio_ci_low: float = float("nan")
+    mean_ratio_ci_high: float = float("nan")
+    verdict: str = ""
 
 
 def _key(r: dict) -> tuple:
@@ -65,8 +78,18 @@ def _row(method: str, category: str, temperature: float, recs: list[dict], plain
     if temperature == 0 and method != "ar":
         checked = [r for r in recs if "lossless" in r]
         lossless = f"{sum(bool(r['lossless']) for r in checked)}/{len(checked)}"
+    per_prompt: dict[str, list[float]] = {}
+    for r, b in zip(recs, base):
+        sums = per_prompt.setdefault(str(r["question_id"]), [0.0, 0.0, 0.0, 0.0])
+        sums[0] += r["new_tokens"]
+        sums[1] += r["wall_time_s"]
+        sums[2] += b["new_tokens"]
+        sums[3] += b["wall_time_s"]
+    ci = bootstrap_speedup([tuple(v) for v in per_prompt.values() if v[1] > 0 and v[3] > 0 and v[2] > 0])
     return ReportRow(method, category, temperature, len({r["question_id"] for r in recs}), len(recs),
-                     sum(r["new_tokens"] for r in recs) / steps if steps else float("nan"), speedup, lossless, failed)
+                     sum(r["new_tokens"] for r in recs) / steps if steps else float("nan"), speedup, lossless, failed,
+                     ci.pooled_low, ci.pooled_high, ci.mean_ratio, ci.mean_ratio_low, ci.mean_ratio_high,
+                     verdict(ci) if method != "ar" else "")
 
 
 def summarise(records: Sequence[dict[str, Any]]) -> list[ReportRow]:
@@ -97,6 +120,15 @@ def _fmt(x: float, spec: str) -> str:
     return "-" if x != x else format(x, spec)  # NaN -> "-"
 
 
+_MARK = {"faster": " +", "slower": " -", "within noise": " ~", "too few prompts": " ?"}
+
+
+def _interval(x: float, low: float, high: float) -> str:
+    if x != x:
+        return "-"
+    return f"{x:.2f}x" + (f" [{low:.2f}, {high:.2f}]" if low == low else "")
+
+
 def table1_markdown(rows: Sequence[ReportRow], methods: Sequence[str] | None = None) -> str:
     """LEAP Table 1: per temperature, rows = methods, columns = categories (M / speedup) and overall."""
     out = []
@@ -105,15 +137,18 @@ def table1_markdown(rows: Sequence[ReportRow], methods: Sequence[str] | None = N
         cats = [c for c in dict.fromkeys(r.category for r in sel) if c != "overall"]
         by = {(r.method, r.category): r for r in sel}
         names = list(dict.fromkeys(r.method for r in sel))
-        out.append(f"**T = {t:g}** (cells: M / speedup; speedup = tokens/s over plain decoding's)\n")
-        out.append("| method | " + " | ".join(cats) + " | overall M | overall speedup | lossless | failed |")
-        out.append("|---|" + "---|" * (len(cats) + 4))
+        out.append(f"**T = {t:g}** (cells: M / speedup, pooled tokens/s over plain decoding's, with the "
+                   f"bootstrap verdict: + faster, - slower, ~ within noise, ? too few prompts)\n")
+        out.append("| method | " + " | ".join(cats) + " | overall M | overall speedup [95% CI] "
+                   "| mean per-prompt ratio [95% CI] | lossless | failed |")
+        out.append("|---|" + "---|" * (len(cats) + 5))
         for m in names:
             cells = [f"{_fmt(by[m, c].mean_accepted, '.2f')} / {_fmt(by[m, c].speedup, '.2f')}x"
-                     if (m, c) in by else "" for c in cats]
+                     f"{_MARK.get(by[m, c].verdict, '')}" if (m, c) in by else "" for c in cats]
             o = by.get((m, "overall"))
-            tail = [_fmt(o.mean_accepted, ".2f"), _fmt(o.speedup, ".2f") + "x", o.lossless or "-", str(o.failed)] \
-                if o else ["", "", "", ""]
+            tail = [_fmt(o.mean_accepted, ".2f"), _interval(o.speedup, o.speedup_ci_low, o.speedup_ci_high),
+                    _interval(o.mean_ratio, o.mean_ratio_ci_low, o.mean_ratio_ci_high), o.lossless or "-",
+                    str(o.failed)] if o else ["", "", "", "", ""]
             out.append(f"| {m} | " + " | ".join(cells + tail) + " |")
         out.append("")
     return "\n".join(out)
@@ -145,7 +180,9 @@ def to_csv(rows: Sequence[ReportRow]) -> str:
     writer.writeheader()
     for r in rows:
         d = asdict(r)
-        d["mean_accepted"], d["speedup"] = round(r.mean_accepted, 4), round(r.speedup, 4)
+        for name in ("mean_accepted", "speedup", "speedup_ci_low", "speedup_ci_high", "mean_ratio",
+                     "mean_ratio_ci_low", "mean_ratio_ci_high"):
+            d[name] = round(d[name], 4)
         writer.writerow(d)
     return buf.getvalue()
 

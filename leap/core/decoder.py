@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 import torch
 
+from leap.core.calibration import Calibration
 from leap.core.config import LayerConfig
 from leap.core.draft_head import DraftHead
 from leap.core.draft_tree import DraftTree
@@ -78,6 +79,9 @@ class SelfSpecDecoder:
             configuration; ``layer-skip`` is the configuration's draft; ``hybrid`` drafts model-free and
             lets the configuration's draft continue the chain when it has no candidate.
         drafter_kwargs: constructor arguments for a drafter given by name.
+        costs: the machine's :class:`~leap.core.calibration.Calibration` for drafters and policies that
+            read costs (``select``, ``bandit``) and the cost-model reward; default: measured on first
+            use and cached (:func:`leap.core.calibration.calibration_for`).
 
     Example::
 
@@ -98,8 +102,10 @@ class SelfSpecDecoder:
         draft_vocab: int | None = None,
         drafter: str | Drafter | None = None,
         drafter_kwargs: dict | None = None,
+        costs: Calibration | None = None,
     ) -> None:
         self.model = model
+        self._costs = costs
         self.stack = LayerStack(model)
         if config is not None:
             config.check_num_layers(model.num_layers)
@@ -110,6 +116,15 @@ class SelfSpecDecoder:
             raise SettingsError(f"draft_vocab must be a positive number of tokens, got {draft_vocab}")
         self.draft_vocab = draft_vocab
         self.drafter = make_drafter(drafter, **(drafter_kwargs or {})) if drafter is not None else None
+
+    @property
+    def costs(self) -> Calibration:
+        """The machine's calibrated costs for this model (measured on first use, then cached)."""
+        if self._costs is None:
+            from leap.core.calibration import calibration_for
+
+            self._costs = calibration_for(self.model)
+        return self._costs
 
     def start(
         self,
@@ -196,8 +211,9 @@ class DecodingSession:
         )
         self.cache = self.stack.new_cache(len(prompt_ids) + self.max_new_tokens)
         self.trace: LayerTrace | None = None
+        clock = self.stack.step_clock
         with torch.inference_mode():
-            t0 = self.stack.clock()
+            t0 = clock.mark()
             if len(prompt_ids) > 1:
                 record: dict[int, torch.Tensor] | None = {} if trace_positions else None
                 out = self.stack.run_layers(
@@ -205,7 +221,9 @@ class DecodingSession:
                 )
                 if record is not None:
                     self.trace = trace_from_prefill(model, record, out, self.cache, int(trace_positions))
-            self.prefill_time_s = self.stack.clock() - t0
+            t1 = clock.mark()
+            clock.settle()
+            self.prefill_time_s = clock.seconds(t0, t1)
         self.decode_time_s = 0.0
 
     # ------------------------------------------------------------------ views
@@ -245,6 +263,8 @@ class DecodingSession:
         drafted, and hears the end. Idempotent."""
         if any(d is drafter for d in self._drafters):
             return
+        if drafter.needs_costs:
+            drafter.use_costs(self.decoder.costs)
         drafter.begin(self.tokens[: self.prompt_len])
         self._drafters.append(drafter)
 
@@ -252,8 +272,9 @@ class DecodingSession:
         stack, settings = self.stack, self.settings
         base = len(self.tokens) - 1  # cache length of every layer; tokens[base] is pending
         pending = self.tokens[base]
-        fwd = 0.0
-        t_start = stack.clock()
+        clock = stack.step_clock
+        spans: list[tuple] = []  # (start, end) marks of model computation, read once at the end
+        t_start = clock.mark()
 
         # 1. Draft: model-free tokens first, then (if the drafter lets it) the layer-skip draft --------
         draft: list[int] = []
@@ -279,18 +300,20 @@ class DecodingSession:
             passes = [a.passes for a in cfg.actions]
             prefix = cfg.exact_prefix if self.decoder.reuse_prefix else 0
             head_plan, tail_plan = plan_for(passes, 0, prefix), plan_for(passes, prefix)
+            if self.policy.needs_costs:
+                self.policy.use_costs(self.decoder.costs, cfg.layer_passes)
             self.policy.begin()
             feed, fed = [pending, *draft], 0  # model-free tokens go through the draft layers in one pass
             while len(draft) < max_k:
-                t0 = stack.clock()
+                t0 = clock.mark()
                 hidden = stack.run_layers(stack.embed(feed), head_plan, self.cache, base + fed)
                 saved.append(hidden)
                 hidden = stack.run_layers(hidden, tail_plan, self.cache, base + fed)
                 logits = stack.logits(hidden[:, -1:], self._draft_head)[0]
-                fwd += stack.clock() - t0
+                spans.append((t0, clock.mark()))
                 fed += len(feed)
                 q = target_probs(logits.unsqueeze(0), settings)[0]
-                token = int(logits.argmax()) if settings.greedy else sample(q, self.generator)
+                token = int(logits.argmax().item()) if settings.greedy else sample(q, self.generator)
                 draft.append(token)
                 q_rows.append(q)
                 layer_tokens += 1
@@ -298,11 +321,11 @@ class DecodingSession:
                 if token in self._eos or self.policy.should_stop(len(draft), q):
                     break
             stack.rollback(self.cache, base, range(prefix, stack.num_layers))
-        t_draft = stack.clock()
+        t_draft = clock.mark()
 
         # 2. Verify: one forward of the full model ----------------------------
         k = len(draft)
-        t0 = stack.clock()
+        t0 = t_draft
         if k and prefix:
             full = stack.full_plan
             last = stack.run_layers(stack.embed([draft[-1]]), full[:prefix], self.cache, base + k)
@@ -311,7 +334,7 @@ class DecodingSession:
         else:
             hidden = stack.run_layers(stack.embed([pending, *draft]), stack.full_plan, self.cache, base)
         logits = stack.logits(hidden)
-        fwd += stack.clock() - t0
+        spans.append((t0, clock.mark()))
 
         # 3. Accept ------------------------------------------------------------
         if settings.greedy:
@@ -329,47 +352,52 @@ class DecodingSession:
         self._feed_back(drafter, [pending, *draft[:accepted]], logits[: accepted + 1], k, accepted)
         if layered and k:
             self.policy.feedback(k, accepted)
-        t_end = stack.clock()
+        t_end = clock.mark()
+        clock.settle()  # the step's one synchronisation: every mark above can be read now
         return StepRecord(
             drafted=k,
             accepted=accepted,
             committed=len(self.tokens) - 1 - base,
-            draft_time_s=t_draft - t_start,
-            verify_time_s=t_end - t_draft,
-            forward_time_s=fwd,
+            draft_time_s=clock.seconds(t_start, t_draft),
+            verify_time_s=clock.seconds(t_draft, t_end),
+            forward_time_s=sum(clock.seconds(a, b) for a, b in spans),
             layer_passes=layer_tokens * cfg.layer_passes if layered else 0,
             config=_describe(drafter, cfg if layered or drafter is None else None),
+            layer_tokens=layer_tokens,
+            drafter=None if drafter is None or drafter.name == "layer-skip" else drafter.name,
         )
 
-    def _tree_step(self, tree: DraftTree, drafter: Drafter, t_start: float) -> StepRecord:
+    def _tree_step(self, tree: DraftTree, drafter: Drafter, t_start) -> StepRecord:
         """Verify a branching draft tree in one forward with tree attention (see
         :mod:`leap.core.draft_tree`), keep the accepted path's cache entries, commit."""
-        stack = self.stack
+        stack, clock = self.stack, self.stack.step_clock
         base = len(self.tokens) - 1
         pending = self.tokens[base]
-        t_draft = stack.clock()
+        t_draft = clock.mark()
         hidden = stack.run_layers(
             stack.embed([pending, *tree.tokens]), stack.full_plan, self.cache, base,
             positions=tree.positions(base), mask=tree.attention_mask(base, stack.dtype, stack.device),
         )
         logits = stack.logits(hidden)
-        fwd = stack.clock() - t_draft
+        t_fwd = clock.mark()
         rows, next_token = tree_accept(tree, logits, self.settings, self.generator)
         accepted = [tree.tokens[r - 1] for r in rows]
         self._commit([*accepted, next_token])
         stack.keep(self.cache, base + 1, [base + r for r in rows])
         stack.rollback(self.cache, len(self.tokens) - 1)
         self._feed_back(drafter, [pending, *accepted], logits[[0, *rows]], len(tree), len(rows))
-        t_end = stack.clock()
+        t_end = clock.mark()
+        clock.settle()
         return StepRecord(
             drafted=len(tree),
             accepted=len(rows),
             committed=len(self.tokens) - 1 - base,
-            draft_time_s=t_draft - t_start,
-            verify_time_s=t_end - t_draft,
-            forward_time_s=fwd,
+            draft_time_s=clock.seconds(t_start, t_draft),
+            verify_time_s=clock.seconds(t_draft, t_end),
+            forward_time_s=clock.seconds(t_draft, t_fwd),
             layer_passes=0,
             config=_describe(drafter, None),
+            drafter=drafter.name,
         )
 
     def _commit(self, new: list[int]) -> None:

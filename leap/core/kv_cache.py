@@ -15,7 +15,9 @@ step, so a cache that is a preallocated buffer plus a length is both simpler and
 * :func:`leap_sdpa_attention` - registered with transformers as the ``"leap_sdpa"`` attention
   implementation. When called from leap's :class:`~leap.core.layers.LayerStack` (keyword
   ``leap_layerwise=True``), it calls ``torch.nn.functional.scaled_dot_product_attention`` with
-  ``enable_gqa=True`` and the additive mask, so keys and values are never expanded. Any other
+  ``enable_gqa=True`` and the additive mask, so keys and values are never expanded; layers that
+  declare a sliding window (Mistral, Qwen2 with ``use_sliding_window``) get the stack's windowed mask
+  (:meth:`leap.core.layers.LayerStack.run_layers`). Any other
   caller (``model.generate``, the transformers peers in ``leap bench``) gets transformers' own
   ``sdpa_attention_forward`` unchanged.
 
@@ -190,7 +192,10 @@ def leap_sdpa_attention(
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     layerwise = kwargs.pop("leap_layerwise", False)
-    if not layerwise or not _ENABLE_GQA or kwargs.get("sliding_window") or dropout:
+    window_mask = kwargs.pop("leap_window_mask", None)
+    if layerwise and kwargs.get("sliding_window") and window_mask is not None:
+        attention_mask = window_mask  # a sliding-window layer: the causal mask with the window applied
+    if not layerwise or not _ENABLE_GQA or dropout:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                       scaling=scaling, **kwargs)
     if attention_mask is not None:

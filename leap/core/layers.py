@@ -22,11 +22,11 @@ states through :meth:`run_layers`'s ``record`` argument.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import torch
 
+from leap.core.device import StepClock, wall_clock
 from leap.core.kv_cache import LeapKVCache
 from leap.core.model import LeapModel
 
@@ -51,15 +51,18 @@ class LayerStack:
         self.num_layers = model.num_layers
         self.device = model.device
         self.dtype = model.dtype
-        self._sync = self.device.type == "cuda"
+        config = model.config
+        window = getattr(config, "sliding_window", None)
+        # a sliding window only where the config turns it on (Qwen2: use_sliding_window; Mistral: always)
+        self.window = int(window) if window and getattr(config, "use_sliding_window", True) else None
+        self.step_clock = StepClock(self.device)  # marks within a step, one synchronisation per step
         self._neg_inf = torch.finfo(self.dtype).min
 
     # ------------------------------------------------------------------ timing
     def clock(self) -> float:
-        """``time.perf_counter`` after synchronising the GPU, so GPU work is counted where it ran."""
-        if self._sync:
-            torch.cuda.synchronize(self.device)
-        return time.perf_counter()
+        """Host clock after the device's queued work (:func:`leap.core.device.wall_clock`): for timing
+        whole calls (probes, search overhead), not the phases inside a step."""
+        return wall_clock(self.device)
 
     # ------------------------------------------------------------------ cache
     def new_cache(self, capacity: int = 0) -> LeapKVCache:
@@ -104,6 +107,23 @@ class LayerStack:
         mask.masked_fill_(k > q, self._neg_inf)
         return mask.view(1, 1, length, past + length)
 
+    def _window_mask(self, start: int, q: int, positions: Sequence[int] | None, mask: torch.Tensor | None):
+        """The attention mask of sliding-window layers: ``mask`` (causal or a tree's) plus "a query at
+        position p sees keys at positions > p - window" (transformers' convention). Keys ``0..start-1``
+        hold positions ``0..start-1`` (the cache invariant); the ``q`` new keys hold the queries' positions.
+        None when the model has no window or no key is out of it."""
+        window = self.window
+        if not window or start + q <= window:
+            return None
+        q_pos = torch.arange(start, start + q, device=self.device) if positions is None else \
+            torch.as_tensor(list(positions), dtype=torch.long, device=self.device)
+        k_pos = torch.cat([torch.arange(start, device=self.device), q_pos])
+        outside = (q_pos.view(-1, 1) - k_pos.view(1, -1)) >= window
+        base = mask if mask is not None else self._mask(start, q)
+        if base is None:
+            base = torch.zeros(1, 1, q, start + q, dtype=self.dtype, device=self.device)
+        return base.masked_fill(outside.view(1, 1, q, -1), self._neg_inf)
+
     def run_layers(
         self,
         hidden: torch.Tensor,
@@ -128,6 +148,7 @@ class LayerStack:
         """
         q = hidden.shape[1]
         position_ids, position_embeddings = self._positions(start, q, hidden, positions)
+        window_mask = self._window_mask(start, q, positions, mask)
         mask = self._mask(start, q) if mask is None else mask
         layers = self.model.layers
         for index, passes in plan:
@@ -145,6 +166,7 @@ class LayerStack:
                     use_cache=True,
                     position_embeddings=position_embeddings,
                     leap_layerwise=True,  # leap's GQA attention path (leap.core.kv_cache)
+                    leap_window_mask=window_mask,  # used by layers that declare a sliding window
                 )
                 if isinstance(hidden, tuple):  # older transformers return (hidden, ...)
                     hidden = hidden[0]

@@ -151,10 +151,7 @@ class LeapModel:
     def max_context(self) -> int:
         """The longest sequence (prompt + new tokens) the model supports."""
         limit = getattr(self.config, "max_position_embeddings", None) or 2**31
-        window = getattr(self.config, "sliding_window", None)
-        if window and getattr(self.config, "use_sliding_window", True):
-            limit = min(limit, int(window))  # rollback of a sliding window cache is not supported
-        return int(limit)
+        return int(limit)  # sliding windows are masks in leap's own path; its cache keeps every entry
 
     @property
     def eos_token_ids(self) -> frozenset[int]:

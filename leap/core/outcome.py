@@ -26,6 +26,8 @@ class StepRecord:
         forward_time_s: time of that inside model computation (the rest is leap's own overhead).
         layer_passes: decoder-layer evaluations the draft spent (for cost models).
         config: string form of the draft's :class:`~leap.core.config.LayerConfig` (None = plain).
+        layer_tokens: draft tokens the layers produced (each one LM-head evaluation).
+        drafter: the name of the model-free drafter that proposed tokens (None: layers only or plain).
     """
 
     drafted: int
@@ -36,6 +38,8 @@ class StepRecord:
     forward_time_s: float
     layer_passes: int
     config: str | None
+    layer_tokens: int = 0
+    drafter: str | None = None
 
     @property
     def time_s(self) -> float:

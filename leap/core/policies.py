@@ -59,11 +59,17 @@ class DraftPolicy:
     """
 
     name = "base"
+    #: whether the policy reads the machine's costs (:meth:`use_costs`, called before each drafting round)
+    needs_costs = False
 
     def __init__(self, max_draft: int = 8) -> None:
         if int(max_draft) < 1:
             raise SettingsError(f"max_draft must be at least 1, got {max_draft}")
         self.max_draft = int(max_draft)
+
+    def use_costs(self, costs, passes_per_token: int) -> None:
+        """The machine's :class:`~leap.core.calibration.Calibration` and the layer passes one draft token of
+        this round's configuration costs; called before :meth:`begin` when ``needs_costs``."""
 
     def begin(self) -> None:
         """Called before each drafting round."""
@@ -104,7 +110,7 @@ class ConfidenceThreshold(DraftPolicy):
         self.threshold = float(threshold)
 
     def should_stop(self, drafted: int, probs: torch.Tensor) -> bool:
-        return drafted >= self.max_draft or float(probs.max()) < self.threshold
+        return drafted >= self.max_draft or probs.max().item() < self.threshold
 
     def state(self) -> dict[str, Any]:
         return {**super().state(), "threshold": self.threshold}

@@ -5,10 +5,12 @@ Decoding" - parameter-free stopping via a bandit over existing dynamic-speculati
 Arms: policy instances (default ``fixed`` k=2, ``fixed`` k=4, ``confidence``, ``adaptive-confidence``,
 ``adaedl``; any registered names via ``arms=[...]``). Each round :meth:`begin` picks the arm with
 the highest ``mean + c sqrt(2 ln t / n)`` (untried arms first) and delegates ``should_stop`` to it;
-:meth:`feedback` rewards the arm with ``(accepted + 1) / (1 + draft_cost * drafted)`` - committed
-tokens per unit of (verify + draft) cost, ``draft_cost`` being one draft token's cost relative to a
-verification (default 0.8: a layer-skip draft of SmolLM2 keeping ~25 of 30 layers) - and forwards
-the feedback to the arm, so adaptive arms keep adapting.
+:meth:`feedback` rewards the arm with committed tokens per unit of predicted step cost,
+``(accepted + 1) / (c(drafted + 1) + drafted * draft_token)``, where ``c`` is the machine's calibrated
+verification curve and ``draft_token`` one draft token's cost under the round's configuration (both
+from :mod:`leap.core.calibration`, handed over by the decoder through :meth:`use_costs`; ``draft_cost``
+overrides ``draft_token`` by a fixed ratio), and forwards the feedback to the arm, so adaptive arms
+keep adapting.
 
 Who calls what: :class:`leap.core.decoder.DecodingSession` through the :class:`DraftPolicy` hooks;
 ``leap generate --draft-policy bandit``.
@@ -37,20 +39,37 @@ class BanditPolicy(DraftPolicy):
 
     name = "bandit"
 
-    def __init__(self, arms: Sequence[str] | None = None, c: float = 0.5, draft_cost: float = 0.8,
+    needs_costs = True
+
+    def __init__(self, arms: Sequence[str] | None = None, c: float = 0.5, draft_cost: float | None = None,
                  max_draft: int = 8) -> None:
         super().__init__(max_draft)
-        if c < 0 or draft_cost < 0:
+        if c < 0 or (draft_cost is not None and draft_cost < 0):
             raise SettingsError("bandit needs c >= 0 and draft_cost >= 0")
         specs = DEFAULT_ARMS if arms is None else tuple((a, {}) for a in arms)
         if any(name == "bandit" for name, _ in specs) or not specs:
             raise SettingsError("bandit: give one or more arms other than bandit itself")
         self.arms = [make_policy(name, max_draft=max_draft, **kw) for name, kw in specs]
         self.labels = [name + "".join(f" {k}={v}" for k, v in kw.items()) for name, kw in specs]
-        self.c, self.draft_cost = float(c), float(draft_cost)
+        self.c = float(c)
+        self.draft_cost = None if draft_cost is None else float(draft_cost)
+        self._costs = None  # the Calibration, from use_costs
+        self._draft_token = self.draft_cost
         self.counts = [0] * len(self.arms)
         self.sums = [0.0] * len(self.arms)
         self.current = 0
+
+    def use_costs(self, costs, passes_per_token: int) -> None:
+        self._costs = costs
+        if self.draft_cost is None:
+            self._draft_token = costs.draft_token(passes_per_token)
+
+    def _cost(self, drafted: int) -> float:
+        if self._draft_token is None:
+            raise RuntimeError("bandit: no costs yet; the decoder calls use_costs() before each drafting round "
+                               "(or give draft_cost=...)")
+        verify = self._costs.verify(drafted + 1) if self._costs is not None else 1.0
+        return verify + self._draft_token * drafted
 
     def begin(self) -> None:
         untried = [i for i, n in enumerate(self.counts) if n == 0]
@@ -67,7 +86,7 @@ class BanditPolicy(DraftPolicy):
 
     def feedback(self, drafted: int, accepted: int) -> None:
         self.counts[self.current] += 1
-        self.sums[self.current] += (accepted + 1) / (1.0 + self.draft_cost * drafted)
+        self.sums[self.current] += (accepted + 1) / self._cost(drafted)
         self.arms[self.current].feedback(drafted, accepted)
 
     def state(self) -> dict[str, Any]:

@@ -135,7 +135,7 @@ def tree_accept(
     while True:
         logits = target_logits[row]
         if settings.greedy:
-            token = int(logits.argmax())
+            token = int(logits.argmax().item())
         else:
             token = sample(target_probs(logits.unsqueeze(0), settings)[0], generator)
         child = tree.children(row).get(token)

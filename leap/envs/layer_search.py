@@ -87,10 +87,11 @@ class LeapLayerSearchEnv(gym.Env):
         self.prompts = _prompt_list(prompts)
         self.max_new_tokens, self.step_budget = int(max_new_tokens), int(step_budget)
         self.reward_kind = reward
-        self.reward_fn = make_reward(reward)
         self.chat = chat and bool(getattr(self.model.tokenizer, "chat_template", None))
         self.positions = positions
         self.decoder = SelfSpecDecoder(self.model, None)
+        # the cost model reads the machine's calibration (measured once per model/device, then cached)
+        self.reward_fn = make_reward("cost", costs=self.decoder.costs) if reward == "cost" else make_reward(reward)
         self._compute_metrics = compute_metrics
 
         traces = [self._start(p, 1).trace for p in self.prompts[:calibration_prompts]]
@@ -150,8 +151,10 @@ class LeapLayerSearchEnv(gym.Env):
         metrics = self._compute_metrics(self.session.trace, self.metric_names)
         self._metrics = np.stack([metrics[n] for n in self.metric_names], axis=1).astype(np.float32)
         self._steps = 0
-        if self.reward_kind == "measured":  # time one plain step in this process (its token is kept)
-            self.reward_fn.t_base = self.session.step(None).time_s
+        if self.reward_kind == "measured":  # time a plain step in this process, after one warm-up step
+            for _ in range(2):  # (their tokens are kept)
+                if not self.session.done:
+                    self.reward_fn.t_base = self.session.step(None).time_s
         terminated = self.session.done
         return self._obs(), self._info(terminated_at_reset=terminated)
 
@@ -171,6 +174,7 @@ class LeapLayerSearchEnv(gym.Env):
         reward = float(self.reward_fn(record, self.model.num_layers))
         terminated = self.session.done
         truncated = not terminated and self._steps >= self.step_budget
+        timing = {"step_time_s": record.time_s} if self.reward_kind == "measured" else {}  # cost: deterministic info
         info = self._info(illegal_actions=illegal, config=str(config), committed=record.committed,
-                          accepted=record.accepted, drafted=record.drafted)
+                          accepted=record.accepted, drafted=record.drafted, **timing)
         return self._obs(), reward, terminated, truncated, info

@@ -17,6 +17,7 @@ import math
 import numpy as np
 import torch
 
+from leap.core.device import to_numpy
 from leap.redundancy.base import RedundancyMetric, redundancy_metrics
 
 __all__ = ["AttentionEntropy"]
@@ -55,5 +56,5 @@ class AttentionEntropy(RedundancyMetric):
                 p = torch.softmax(scores, dim=-1)
                 entropy = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)  # [H, N]
                 norm = torch.log(visible.sum(-1).float()).clamp_min(math.log(2))  # [N]
-                values.append(float((entropy / norm).mean()))
-        return np.array(values)
+                values.append((entropy / norm).mean())
+        return to_numpy(torch.stack(values))

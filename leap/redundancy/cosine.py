@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from leap.core.device import to_numpy
 from leap.redundancy.base import RedundancyMetric, redundancy_metrics
 
 __all__ = ["Cosine"]
@@ -23,7 +24,7 @@ class Cosine(RedundancyMetric):
     identity_is_most_redundant = True
 
     def compute(self, trace) -> np.ndarray:
-        return np.array([
-            float(torch.nn.functional.cosine_similarity(trace.hidden[l], trace.hidden[l + 1], dim=-1).mean())
+        return to_numpy(torch.stack([
+            torch.nn.functional.cosine_similarity(trace.hidden[l], trace.hidden[l + 1], dim=-1).mean()
             for l in range(trace.num_layers)
-        ])
+        ]))

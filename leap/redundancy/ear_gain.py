@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from leap.core.device import to_numpy
 from leap.redundancy.base import RedundancyMetric, redundancy_metrics
 
 __all__ = ["EarGain", "expected_accept_lengths"]
@@ -30,7 +31,7 @@ def expected_accept_lengths(trace) -> np.ndarray:
         p_l_x = p_layer.gather(-1, x.unsqueeze(-1)).squeeze(-1)
         p_f_x = p_final.unsqueeze(0).expand_as(p_layer).gather(-1, x.unsqueeze(-1)).squeeze(-1)
         alpha = (p_f_x / (p_l_x + 1e-10)).clamp(max=1.0)
-        return torch.cumprod(alpha, dim=1).sum(dim=1).numpy().astype(float)
+        return to_numpy(torch.cumprod(alpha, dim=1).sum(dim=1))
 
 
 @redundancy_metrics.register("ear-gain")

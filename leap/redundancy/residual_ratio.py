@@ -7,7 +7,9 @@ How much layer ``l`` changes its input over the last N prompt positions. High R 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
+from leap.core.device import to_numpy
 from leap.redundancy.base import RedundancyMetric, redundancy_metrics
 
 __all__ = ["ResidualRatio"]
@@ -22,7 +24,7 @@ class ResidualRatio(RedundancyMetric):
     identity_is_most_redundant = True
 
     def compute(self, trace) -> np.ndarray:
-        return np.array([
-            float((trace.hidden[l + 1] - trace.hidden[l]).norm() / (trace.hidden[l].norm() + 1e-8))
+        return to_numpy(torch.stack([
+            (trace.hidden[l + 1] - trace.hidden[l]).norm() / (trace.hidden[l].norm() + 1e-8)
             for l in range(trace.num_layers)
-        ])
+        ]))

@@ -70,5 +70,5 @@ class BayesAgent(SearchAgent):
         candidates.update(self._mutations(best_choice))
         candidates = sorted(candidates)
         mu, sigma = self.gp.predict(np.stack([encode_choice(self.space, c) for c in candidates]))
-        ei = expected_improvement(mu, sigma, float(y.max()))
+        ei = expected_improvement(mu, sigma, float(np.max(y)))
         return self.space.to_config(candidates[int(np.argmax(ei))])

@@ -33,7 +33,7 @@ def clasp_dp(targets: list, run_layer, skippable: set[int], M: int) -> list[int]
     L = len(targets) - 1
 
     def cos(a, b) -> float:
-        return float(torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0))
+        return torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0).item()
 
     g: dict = {(i, 0): targets[i] for i in range(L + 1)}
     came: dict[tuple[int, int], str] = {}

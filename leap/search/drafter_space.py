@@ -33,10 +33,8 @@ from leap.core.config import LayerConfig
 from leap.core.errors import ConfigError, SettingsError
 from leap.redundancy.space import SearchSpace
 
-__all__ = ["DrafterOption", "DraftChoice", "JointSpace", "with_drafters", "parse_option", "DEFAULT_DRAFTERS",
-           "LAYER_DRAFTERS"]
+__all__ = ["DrafterOption", "DraftChoice", "JointSpace", "with_drafters", "parse_option", "DEFAULT_DRAFTERS"]
 
-LAYER_DRAFTERS = frozenset({"layer-skip", "hybrid"})  # drafters whose chain the layer-skip draft (may) continue
 DEFAULT_DRAFTERS = ("layer-skip", "prompt-lookup", "suffix", "gated", "hybrid:free=suffix")
 
 
@@ -57,7 +55,9 @@ class DrafterOption:
 
     @property
     def uses_layers(self) -> bool:
-        return self.name in LAYER_DRAFTERS and not (self.name == "hybrid" and self.kwargs.get("min_free", 1) == 0)
+        from leap.core.drafters import drafters
+
+        return drafters.get(self.name).uses_layers and not (self.name == "hybrid" and self.kwargs.get("min_free", 1) == 0)
 
     def __str__(self) -> str:
         return self.label

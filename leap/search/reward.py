@@ -2,9 +2,10 @@
 
 * :class:`MeasuredSpeedup` (LEAP's reward): ``s = committed * t_base / (t_draft + t_verify)``, with
   ``t_base`` the measured time of one plain decoding step in the same process.
-* :class:`CostModelSpeedup`: ``s = committed / (drafted * passes / L + 1 + beta * drafted)``, the
-  speedup if a draft token cost its share of layer evaluations of a full forward and verifying ``k``
-  tokens cost ``1 + beta k`` forwards. Deterministic for greedy decoding: for reproducible research,
+* :class:`CostModelSpeedup`: ``s = committed / step_cost``, with the step's cost predicted from the
+  machine's calibration (:mod:`leap.core.calibration`): the verification curve ``c(drafted + 1)``,
+  the draft's layer passes and LM-head evaluations, and a model-free drafter's own overhead, all in
+  plain steps. Deterministic for greedy decoding given the calibration: for reproducible research,
   tests and the cost-model environment.
 
 Both give 1.0 for a plain step (no draft, one token, one forward's time).
@@ -13,8 +14,10 @@ Who calls what: :class:`leap.search.runner.OnlineSearch` and the environment cal
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from leap.core.calibration import Calibration
 from leap.core.outcome import StepRecord
 
 __all__ = ["MeasuredSpeedup", "CostModelSpeedup", "make_reward"]
@@ -28,24 +31,36 @@ class MeasuredSpeedup:
     name: str = "measured"
 
     def __call__(self, step: StepRecord, num_layers: int) -> float:
+        return self.trial([step])
+
+    def trial(self, steps: Sequence[StepRecord]) -> float:
+        """Several steps rewarded as one: their tokens over their time."""
         if self.t_base <= 0:
             raise RuntimeError("MeasuredSpeedup needs t_base, the time of a plain step, before use")
-        return step.committed * self.t_base / max(step.time_s, 1e-9)
+        return sum(s.committed for s in steps) * self.t_base / max(sum(s.time_s for s in steps), 1e-9)
 
 
 @dataclass
 class CostModelSpeedup:
-    """Deterministic speedup from layer evaluations (see the module docstring)."""
+    """Deterministic speedup predicted by the calibrated cost model (see the module docstring)."""
 
-    beta: float = 0.05
+    costs: Calibration
     name: str = "cost"
 
     def __call__(self, step: StepRecord, num_layers: int) -> float:
-        cost = step.layer_passes / num_layers + 1.0 + self.beta * step.drafted
-        return step.committed / cost
+        return self.trial([step])
+
+    def trial(self, steps: Sequence[StepRecord]) -> float:
+        """Several steps rewarded as one: their tokens over their summed predicted cost."""
+        return sum(s.committed for s in steps) / sum(self.predicted_cost(s) for s in steps)
+
+    def predicted_cost(self, step: StepRecord) -> float:
+        """The step's predicted time in plain steps."""
+        return self.costs.step_cost(step.drafted, step.layer_passes, step.layer_tokens, step.drafter)
 
 
 def make_reward(kind: str, **kwargs):
+    """``make_reward("measured", t_base=...)`` or ``make_reward("cost", costs=calibration)``."""
     if kind == "measured":
         return MeasuredSpeedup(**kwargs)
     if kind == "cost":

@@ -30,7 +30,6 @@ with :func:`build_space` and :func:`leap.search.base.make_agent`.
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,56 +156,56 @@ class OnlineSearch:
             return session.step(config.config, drafter=self._drafter(config.drafter))
         return session.step(config, drafter=None)
 
-    def _trial(self, session, config) -> StepRecord:
-        """``steps_per_trial`` real steps under ``config`` (fewer if the prompt ends), as one record."""
+    def _trial(self, session, config) -> list[StepRecord]:
+        """``steps_per_trial`` real steps under ``config`` (fewer if the prompt ends)."""
         records = [self._step(session, config)]
         while len(records) < self.settings.steps_per_trial and not session.done:
             records.append(self._step(session, config))
-        if len(records) == 1:
-            return records[0]
-        return StepRecord(**{f: sum(getattr(r, f) for r in records) for f in (
-            "drafted", "accepted", "committed", "draft_time_s", "verify_time_s", "forward_time_s", "layer_passes")},
-            config=records[0].config)
+        return records
 
     def generate(self, prompt: str | Sequence[int], **kwargs: Any) -> SearchOutcome:
         """Decode ``prompt`` (keyword arguments as in :meth:`SelfSpecDecoder.start`)."""
         s = self.settings
         session = self.decoder.start(prompt, trace_positions=self.trace_positions, **kwargs)
-        t0 = time.perf_counter()
+        clock = session.stack.clock  # synchronises the device before reading the host clock
+        t0 = clock()
         self.agent = self.agent_factory(session.trace)
-        overhead = time.perf_counter() - t0
+        overhead = clock() - t0
         history = SearchHistory()
-        num_layers = self.decoder.model.num_layers
         probe = ContextProbe(session)
-        t0 = time.perf_counter()
+        t0 = clock()
         self.agent.on_prompt(probe)
         if isinstance(self.agent.space, JointSpace):  # stateful drafters learn from every step of the prompt
             for option in self.agent.space.options:
                 session.attach(self._drafter(option))
-        overhead += time.perf_counter() - t0
+        overhead += clock() - t0
 
-        base_times = [session.step(None, drafter=None).time_s for _ in range(s.base_steps) if not session.done]
+        # t_base: plain steps after one untimed warm-up step (the first step after a prefill runs
+        # cold on a GPU: new shapes, allocator growth); their tokens are kept, nothing is wasted
+        base_times = [session.step(None, drafter=None).time_s for _ in range(s.base_steps + 1) if not session.done]
+        base_times = base_times[1:] if len(base_times) > 1 else base_times
         t_base = statistics.median(base_times) if base_times else 0.0
-        reward = CostModelSpeedup() if s.reward == "cost" else MeasuredSpeedup(t_base)
-        if s.reward == "measured" and t_base <= 0:
-            reward = CostModelSpeedup()  # the prompt ended during calibration; nothing left to search
+        if s.reward == "cost" or t_base <= 0:  # t_base <= 0: the prompt ended before; nothing to search
+            reward = CostModelSpeedup(self.decoder.costs)
+        else:
+            reward = MeasuredSpeedup(t_base)
 
         iterations, converged = 0, False
         carried = self._carried if s.carry_over and self._carry_left > 0 else None
         if carried is not None:  # an earlier prompt's choice that kept paying: no search this time
             self._carry_left -= 1
         while carried is None and not session.done and iterations < s.budget:
-            t0 = time.perf_counter()
+            t0 = clock()
             config = self.agent.ask(history)
-            overhead += time.perf_counter() - t0
-            step = self._trial(session, config)
-            r = reward(step, num_layers)
-            history.record(config, r, committed=step.committed, drafted=step.drafted, accepted=step.accepted,
-                           time_s=step.time_s)
-            t0 = time.perf_counter()
+            overhead += clock() - t0
+            steps = self._trial(session, config)
+            r = reward.trial(steps)
+            history.record(config, r, committed=sum(x.committed for x in steps), drafted=sum(x.drafted for x in steps),
+                           accepted=sum(x.accepted for x in steps), time_s=sum(x.time_s for x in steps))
+            t0 = clock()
             self.agent.tell(config, r, history)
             converged = self.agent.converged(history)
-            overhead += time.perf_counter() - t0
+            overhead += clock() - t0
             iterations += 1
             if converged:
                 break

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from leap.bench.harness import Bench, BenchSettings, first_mismatch
-from leap.bench.methods import BenchMethod, bench_methods
+from leap.bench.methods import BenchMethod, BenchOptions, bench_methods
 from leap.bench.records import read_records
 from leap.bench.report import summarise
 from leap.core.errors import SettingsError
@@ -115,3 +115,44 @@ def test_a_label_runs_one_method_twice_with_its_own_arguments(tiny_llama, tmp_pa
     assert all(r["lossless"] is True for r in recs if r["method"] != "ar")
     with pytest.raises(SettingsError, match="not run"):
         settings(methods=["suffix-tree=suffix"], method_args={"suffix": {"tree_nodes": 6}})
+
+
+def test_the_harness_clock_includes_search_overhead_and_parts_sum_to_it(tiny_llama, tmp_path):
+    """An agent whose ask() sleeps a known time: the recorded wall time includes every sleep, the search
+    overhead part holds them, and prefill + decode + search overhead + other = wall time."""
+    import time
+
+    from leap.search.base import SearchAgent, search_agents
+
+    SLEEP = 0.05
+
+    @search_agents.register("test-sleepy")
+    class Sleepy(SearchAgent):
+        """asks for plain decoding after a known sleep"""
+
+        def ask(self, history):
+            time.sleep(SLEEP)
+            return None
+
+    try:
+        Bench(tiny_llama, ROWS[1:], settings(methods=["test-sleepy"], options=BenchOptions(budget=4, give_up=0)),
+              tmp_path, progress=False).run()
+    finally:
+        search_agents.remove("test-sleepy")
+    rec = next(r for r in answers(tmp_path) if r["method"] == "test-sleepy")
+    asks = rec["search_iterations"]
+    assert asks >= 1
+    assert rec["wall_time_s"] >= asks * SLEEP
+    assert rec["search_overhead_s"] >= asks * SLEEP
+    parts = rec["prefill_s"] + rec["decode_s"] + rec["search_overhead_s"] + rec["other_s"]
+    assert parts == pytest.approx(rec["wall_time_s"], rel=1e-9)
+    assert rec["other_s"] >= 0 and rec["decode_s"] > 0
+
+
+def test_meta_record_holds_provenance(tiny_llama, tmp_path):
+    Bench(tiny_llama, ROWS[1:], settings(), tmp_path, progress=False).run()
+    meta = next(r for r in read_records(tmp_path) if r["kind"] == "meta")
+    prov = meta["provenance"]
+    assert set(prov) >= {"commit", "leap", "torch", "transformers", "device", "dtype", "threads", "date"}
+    assert prov["device"] == "cpu" and prov["dtype"] == "float32"
+    assert prov["commit"] == "unknown" or len(prov["commit"].split("+")[0]) == 40

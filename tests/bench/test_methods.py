@@ -23,7 +23,8 @@ def test_every_method_matches_plain_decoding(name, tiny_llama, plain_ids):
     res = make_method(name, tiny_llama, **KWARGS.get(name, {})).run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0)
     assert isinstance(res, MethodResult)
     assert res.token_ids == plain_ids
-    assert res.wall_time_s > 0 and 1 <= res.steps <= len(res.token_ids)
+    assert 1 <= res.steps <= len(res.token_ids)
+    assert set(res.parts) <= {"prefill_s", "decode_s", "search_overhead_s"} and all(v >= 0 for v in res.parts.values())
 
 
 def test_unknown_method_lists_the_names(tiny_llama):

@@ -57,7 +57,7 @@ def test_tables_and_csv_carry_the_numbers():
     rows = summarise(RECORDS)
     md = table1_markdown(rows)
     assert "**T = 0**" in md and "**T = 1**" in md
-    assert "| leap | 2.31 / 2.22x | 1.00 / 0.50x | 1.68 | 1.24x | 2/3 | 1 |" in md
+    assert "| leap | 2.31 / 2.22x + | 1.00 / 0.50x ? | 1.68 | 1.24x [0.50, 2.50] | 1.67x [0.50, 2.50] | 2/3 | 1 |" in md
     csv_text = to_csv(rows)
     header = csv_text.splitlines()[0].split(",")
     for col in ("method", "category", "temperature", "prompts", "mean_accepted", "speedup", "lossless"):

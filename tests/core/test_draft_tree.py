@@ -115,9 +115,10 @@ def test_tree_steps_keep_the_cache_and_output_of_plain_decoding(tiny_llama):
     assert session.new_token_ids == plain.token_ids
 
 
-def test_tree_verification_keeps_the_target_distribution():
+def test_tree_verification_keeps_the_target_distribution(monkeypatch):
     """A fixed branching tree of deterministic drafts under sampling: three-token outputs follow the
-    exact target distribution (chi-square), and the tree is really verified (accepted tokens > 0)."""
+    exact target distribution (chi-square), and the tree is really verified (accepted tokens > 0).
+    Negative control: a rule that accepts the first child whatever the target samples fails the test."""
 
     class Branches(Drafter):
         name = "branches"
@@ -134,14 +135,33 @@ def test_tree_verification_keeps_the_target_distribution():
                                             .SamplingSettings(1.0, 1.0))
     decoder = SelfSpecDecoder(model, None, drafter=Branches())
     V, N = 6, 2000
-    counts = torch.zeros(V**3)
-    gen = torch.Generator().manual_seed(7)
-    accepted = 0
-    for _ in range(N):
-        out = decoder.generate(prompt, max_new_tokens=3, generator=gen, temperature=1.0)
-        a, b, c = out.token_ids
-        counts[(a * V + b) * V + c] += 1
-        accepted += sum(s.accepted for s in out.steps)
+
+    def sample():
+        counts = torch.zeros(V**3)
+        gen = torch.Generator().manual_seed(7)
+        accepted = 0
+        for _ in range(N):
+            out = decoder.generate(prompt, max_new_tokens=3, generator=gen, temperature=1.0)
+            a, b, c = out.token_ids
+            counts[(a * V + b) * V + c] += 1
+            accepted += sum(s.accepted for s in out.steps)
+        return counts, accepted
+
+    counts, accepted = sample()
     assert accepted > N // 4
     assert _chi2_pvalue(counts, exact) > 1e-3
-    assert 0.5 * (counts / N - exact).abs().sum() < 0.15
+
+    import leap.core.decoder as decoder_module
+    from leap.core.sampling import tree_accept
+
+    def biased(tree, logits, settings, generator):  # takes the first child if there is one, else the rule
+        children = tree.children(0)
+        if children:
+            row = min(children.values())
+            _, token = tree_accept(tree, logits[[0]].repeat(len(tree) + 1, 1), settings, generator)
+            return [row], token
+        return tree_accept(tree, logits, settings, generator)
+
+    monkeypatch.setattr(decoder_module, "tree_accept", biased)
+    biased_counts, _ = sample()
+    assert _chi2_pvalue(biased_counts, exact) < 1e-6

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 from leap.core.errors import SettingsError
+from tests.costs import fake_costs
 from leap.core.policies import AdaEDL, AdaptiveConfidence, ConfidenceThreshold, FixedLength, draft_policies, make_policy
 
 
@@ -20,16 +23,19 @@ def _probs(top: float, V: int = 10) -> torch.Tensor:
 @given(tops=st.lists(st.floats(0.1, 1.0), min_size=1, max_size=40), accepted=st.integers(0, 40))
 def test_every_policy_stops_by_max_draft_and_takes_feedback(name, tops, accepted):
     policy = make_policy(name, max_draft=5) if name != "fixed" else make_policy(name, k=5)
+    if policy.needs_costs:
+        policy.use_costs(fake_costs(), passes_per_token=4)
     policy.begin()
-    drafted = 0
+    drafted, stopped = 0, False
     for top in tops:
         drafted += 1
         if policy.should_stop(drafted, _probs(top)):
+            stopped = True
             break
-    assert drafted <= 5 or not policy.should_stop(drafted, _probs(1.0))  # never beyond max_draft
-    assert drafted <= max(5, len(tops))
+    assert drafted <= 5  # never beyond max_draft, whatever the confidences
+    assert stopped or drafted == len(tops)
     policy.feedback(drafted, min(accepted, drafted))
-    assert isinstance(policy.state(), dict)
+    json.dumps(policy.state())  # reported in outcome records: must be JSON
     assert policy.should_stop(5, _probs(1.0))
 
 
@@ -78,6 +84,7 @@ def test_bandit_tries_every_arm_then_prefers_the_best_paying_one():
     bandit = BanditPolicy(c=0.1)
     chosen = []
     for _ in range(30):
+        bandit.use_costs(fake_costs(), passes_per_token=4)
         bandit.begin()
         chosen.append(bandit.current)
         # arm 1 (fixed k=4) always gets its 4 tokens accepted; the others get nothing
@@ -88,3 +95,19 @@ def test_bandit_tries_every_arm_then_prefers_the_best_paying_one():
     assert state["counts"][1] == max(state["counts"]) and state["arms"][1] == "fixed k=4"
     with pytest.raises(SettingsError):
         BanditPolicy(arms=["bandit"])
+
+
+def test_bandit_reward_is_tokens_per_calibrated_cost():
+    from leap.core.policy_bandit import BanditPolicy
+
+    costs = fake_costs()
+    bandit = BanditPolicy(arms=["fixed"])
+    bandit.use_costs(costs, passes_per_token=4)
+    bandit.begin()
+    bandit.feedback(3, 2)
+    expected = 3 / (costs.verify(4) + 3 * costs.draft_token(4))
+    assert bandit.state()["mean_reward"][0] == pytest.approx(expected)
+    without = BanditPolicy(arms=["fixed"])
+    without.begin()
+    with pytest.raises(RuntimeError, match="use_costs"):
+        without.feedback(3, 2)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from leap.core import LayerConfig, SelfSpecDecoder
 from leap.core.probe import ContextProbe
@@ -52,3 +54,31 @@ def test_target_states_chain_and_clasp_dp(tiny_llama):
     skipped = clasp_dp(targets, lambda i, h: probe.run_layer(i, h, pos), {1, 2, 3, 4}, 2)
     assert len(skipped) <= 2 and set(skipped) <= {1, 2, 3, 4}
     assert clasp_dp(targets, lambda i, h: probe.run_layer(i, h, pos), {1, 2, 3, 4}, 0) == []
+
+
+@settings(max_examples=40)
+@given(norms=st.lists(st.floats(0.1, 3.0), min_size=3, max_size=7, unique=True), data=st.data())
+def test_clasp_dp_equals_brute_force_on_additive_layers(norms, data):
+    """Layers that add orthogonal vectors: the final cosine to the full model's state falls with the summed
+    squared norms of the skipped layers' vectors, so the best M-subset is known by brute force, and the DP's
+    optimal substructure holds - it must find exactly that subset."""
+    import itertools
+
+    L = len(norms)
+    skippable = set(data.draw(st.sets(st.integers(0, L - 1), min_size=1)))
+    M = data.draw(st.integers(0, len(skippable)))
+    dim = L + 1
+    base = torch.zeros(dim, dtype=torch.float64)
+    base[0] = 5.0
+    vectors = [torch.zeros(dim, dtype=torch.float64).index_fill_(0, torch.tensor([i + 1]), n) for i, n in enumerate(norms)]
+    targets = [base + sum(vectors[:i], torch.zeros(dim, dtype=torch.float64)) for i in range(L + 1)]
+    run_layer = lambda i, h: h + vectors[i]  # noqa: E731
+
+    def final_cos(skip):
+        h = base.clone()
+        for i in range(L):
+            h = h if i in skip else run_layer(i, h)
+        return torch.nn.functional.cosine_similarity(h, targets[L], dim=0).item()
+
+    best = max(itertools.combinations(sorted(skippable), M), key=final_cos)
+    assert clasp_dp(targets, run_layer, skippable, M) == sorted(best)

@@ -35,7 +35,10 @@ def test_measured_env_steps(tiny_qwen2):
     total, done = 0, False
     while not done:
         obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
-        assert reward > 0 and env.observation_space.contains(obs)
+        # LEAP's reward: committed tokens x the plain step's time / this step's time
+        assert env.reward_fn.t_base > 0
+        assert reward == pytest.approx(info["committed"] * env.reward_fn.t_base / info["step_time_s"])
+        assert env.observation_space.contains(obs)
         done = terminated or truncated
         total += 1
     assert total <= 3
@@ -117,7 +120,7 @@ def test_v1_greedy_output_is_lossless_whatever_the_drafter(tiny_llama):
         done = False
         while not done:
             _, reward, terminated, truncated, info = env.step(env.action_space.sample())
-            assert reward > 0
+            assert reward == pytest.approx(info["committed"] * env.reward_fn.t_base / info["step_time_s"])
             done = terminated or truncated
         plain = SelfSpecDecoder(tiny_llama, None).generate(PROMPTS[1], max_new_tokens=16).token_ids
         assert env.unwrapped.session.new_token_ids == plain

@@ -24,8 +24,31 @@ def test_redundancy_json_report(model_dir, capsys):
     assert set(data["zones"]) <= {"early", "middle", "final"} and len(data["zones"]) == 6
     assert [l for g in data["groups"] for l in g] == list(range(6))
     assert set(data["by_category"]) == {"qa", "translation"}
-    for by_step in data["observation1"]["overall"].values():
-        assert all(-1.0 <= v <= 1.0 for v in by_step.values())
+    # Observation 1 recomputed directly: Spearman rho of each metric at prefill vs after s decoded tokens,
+    # averaged over the two prompts (one per category)
+    from scipy import stats
+
+    from leap.core import SelfSpecDecoder, load_model
+    from leap.core.trace import capture_trace
+    from leap.data import load_prompts, pick_per_category
+    from leap.redundancy.analysis import prompt_ids
+    from leap.redundancy.base import compute_metrics
+
+    model = load_model(model_dir)
+    expected = {}
+    for row in pick_per_category(load_prompts(), 1, ["qa", "translation"]):
+        ids = prompt_ids(model, row, True)
+        new = SelfSpecDecoder(model, None).generate(ids, max_new_tokens=4).token_ids
+        before = compute_metrics(capture_trace(model, ids, 8))
+        for s in (2, 4):
+            after = compute_metrics(capture_trace(model, ids + new[:s], 8))
+            for name in before:
+                expected.setdefault(name, {}).setdefault(str(s), []).append(
+                    stats.spearmanr(before[name], after[name]).statistic)
+    for name, by_step in data["observation1"]["overall"].items():
+        assert set(by_step) == {"2", "4"}
+        for s, value in by_step.items():
+            assert value == pytest.approx(sum(expected[name][s]) / 2, abs=1e-9)
 
 
 def test_redundancy_plots_and_text(model_dir, tmp_path, capsys):

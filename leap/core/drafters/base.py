@@ -33,6 +33,8 @@ from leap.core.registry import Registry
 if TYPE_CHECKING:
     import torch
 
+    from leap.core.calibration import Calibration
+
 __all__ = ["Drafter", "drafters", "make_drafter"]
 
 
@@ -40,6 +42,11 @@ class Drafter:
     """Base class: override :meth:`propose` (and the hooks you need)."""
 
     name = "base"
+    #: whether the layer-skip draft of the step's LayerConfig may continue this drafter's chain (the search
+    #: then pairs the drafter with a configuration; calibration times only drafters without layers)
+    uses_layers = False
+    #: whether the drafter reads the machine's costs (:meth:`use_costs`, called when it joins a session)
+    needs_costs = False
     needs_logits = False  # True: observe() receives the verifier's logits after every step
     tree_nodes = 0  # > 1: propose_tree() may return a branching tree of at most this many nodes
 
@@ -57,6 +64,9 @@ class Drafter:
     def continue_with_layers(self, proposed: int) -> bool:
         """After ``proposed`` model-free tokens, should the layer-skip draft continue the chain?"""
         return False
+
+    def use_costs(self, costs: Calibration) -> None:
+        """The machine's calibrated costs (:mod:`leap.core.calibration`); called when ``needs_costs``."""
 
     def observe(self, inputs: Sequence[int], logits: torch.Tensor) -> None:
         """``logits[i]`` is the target's distribution after ``inputs[:i+1]`` (all verified correct)."""

@@ -28,6 +28,7 @@ class LayerSkip(Drafter):
     """Self-drafting with the model's own layers under the step's LayerConfig (the default)."""
 
     name = "layer-skip"
+    uses_layers = True
 
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         return []
@@ -41,6 +42,7 @@ class Hybrid(Drafter):
     """A model-free drafter first; the layer-skip draft continues when it has no confident candidate."""
 
     name = "hybrid"
+    uses_layers = True
 
     def __init__(self, free: str | Drafter = "suffix", min_free: int = 1, **free_kwargs: Any) -> None:
         if min_free < 0:

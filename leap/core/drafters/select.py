@@ -14,11 +14,11 @@ expected speedup of the step,
 
 and does not draft at all when no candidate reaches ``min_gain`` (the step is plain decoding). So it
 notices when drafting does not pay - per step, for every candidate, without spending a single
-exploratory verification. ``overhead`` and ``per_token`` are the verification cost model: a forward
-over ``k + 1`` tokens relative to one token, ``1 + overhead + per_token * k``; the defaults (0.25,
-0.035) are this project's CPU's, measured by ``python benchmarks/drafter_ceiling.py`` (float32,
-oneDNN linears: 1.25x at k = 1, 1.33x at k = 4, 1.50x at k = 8; ``core_bench.py --section forward``
-measured 1.19-1.34x on a quieter run); set them for your hardware (on a GPU both are near 0).
+exploratory verification. The step's cost is the machine's calibrated cost model
+(:mod:`leap.core.calibration`): ``c(nodes + 1)``, a forward over the draft plus the pending token
+relative to one token, plus the candidate's own measured overhead per step; the decoder hands the
+calibration over through :meth:`use_costs`. Giving ``overhead`` and ``per_token`` replaces it by the
+line ``1 + overhead + per_token * nodes`` (for experiments with a hypothetical machine).
 
 Candidates: ``candidates="suffix;prompt-lookup;token-recycling"`` (names, or ``name:key=value&key=value``),
 or a list of drafters. Every candidate hears ``begin``/``observe``/``finish``, so stateful ones
@@ -40,7 +40,6 @@ from leap.core.errors import SettingsError
 
 __all__ = ["Select", "accepted_along"]
 
-_NOT_MODEL_FREE = ("select", "hybrid", "layer-skip")
 
 
 def accepted_along(tree: DraftTree, continuation: Sequence[int]) -> int:
@@ -67,7 +66,7 @@ def _candidate(spec: str | Drafter) -> Drafter:
             kwargs[key.strip()] = json.loads(value)
         except json.JSONDecodeError:
             kwargs[key.strip()] = value.strip()
-    if name in _NOT_MODEL_FREE:
+    if name == "select" or drafters.get(name).uses_layers:
         raise SettingsError(f"select chooses among model-free drafters; {name!r} is not one")
     return make_drafter(name, **kwargs)
 
@@ -77,20 +76,28 @@ class Select(Drafter):
     """Drafts with the model-free candidate whose counterfactual acceptance predicts the best step."""
 
     name = "select"
+    needs_costs = True
 
     def __init__(self, candidates: str | Sequence[str | Drafter] = "suffix;prompt-lookup;token-recycling",
-                 overhead: float = 0.25, per_token: float = 0.035, min_gain: float = 1.0, decay: float = 0.05,
+                 overhead: float | None = None, per_token: float | None = None, min_gain: float = 1.0,
+                 decay: float = 0.05,
                  max_bucket: int = 6, prior: float = 0.5) -> None:
         specs = [c for c in candidates.split(";") if c.strip()] if isinstance(candidates, str) else list(candidates)
         if not specs:
             raise SettingsError("select needs at least one candidate drafter")
-        if overhead < 0 or per_token < 0 or min_gain <= 0 or not 0 < decay <= 1 or max_bucket < 1 or prior < 0:
+        if (overhead is None) != (per_token is None):
+            raise SettingsError("select: give both overhead and per_token (a fixed cost line), or neither "
+                                "(the machine's calibrated costs)")
+        if (overhead or 0) < 0 or (per_token or 0) < 0 or min_gain <= 0 or not 0 < decay <= 1 or max_bucket < 1 or prior < 0:
             raise SettingsError("select needs overhead, per_token, prior >= 0, min_gain > 0, 0 < decay <= 1 "
                                 "and max_bucket >= 1")
         self.candidates = [_candidate(c) for c in specs]
         self.needs_logits = any(c.needs_logits for c in self.candidates)
         self.tree_nodes = max(c.tree_nodes for c in self.candidates)
-        self.overhead, self.per_token, self.min_gain = float(overhead), float(per_token), float(min_gain)
+        self.overhead = None if overhead is None else float(overhead)
+        self.per_token = None if per_token is None else float(per_token)
+        self.min_gain = float(min_gain)
+        self._costs = None  # the machine's Calibration, from use_costs
         self.decay, self.max_bucket, self.prior = float(decay), int(max_bucket), float(prior)
         self.mean: dict[tuple[int, int], float] = {}  # (candidate, bucket) -> mean accepted length
         self.count: dict[tuple[int, int], int] = {}
@@ -122,7 +129,19 @@ class Select(Drafter):
     def expected_gain(self, candidate: int, bucket: int, nodes: int) -> float:
         """Predicted speedup of a step drafting ``nodes`` tokens with ``candidate`` in ``bucket``."""
         accepted = self.mean.get((candidate, bucket), self.prior)
-        return (1.0 + accepted) / (1.0 + self.overhead + self.per_token * nodes)
+        return (1.0 + accepted) / self.step_cost(candidate, nodes)
+
+    def step_cost(self, candidate: int, nodes: int) -> float:
+        """A step drafting ``nodes`` tokens with ``candidate``, in plain steps."""
+        if self.overhead is not None:
+            return 1.0 + self.overhead + self.per_token * nodes
+        if self._costs is None:
+            raise RuntimeError("select: no costs yet; the decoder calls use_costs() when the drafter joins a "
+                               "session (or give overhead=... and per_token=...)")
+        return self._costs.step_cost(nodes, drafter=self.candidates[candidate].name)
+
+    def use_costs(self, costs) -> None:
+        self._costs = costs
 
     # ------------------------------------------------------------------ drafting
     def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
