@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from leap.core import LayerConfig, SelfSpecDecoder, load_model
+from leap.core.device import timed_call
 from leap.core.layers import LayerStack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,23 +156,24 @@ def section_generate(rec: Recorder, n_prompts: int, max_new: int) -> None:
     for row in prompts:
         ids = model.encode(row["turns"][0], chat=True)
         cat = row["category"]
-        plain = SelfSpecDecoder(model, None).generate(ids, max_new_tokens=max_new)
-        rec.add(section="generate", category=cat, method="plain", tokens_per_s=plain.tokens_per_s,
+        plain, seconds = timed_call(lambda: SelfSpecDecoder(model, None).generate(ids, max_new_tokens=max_new))
+        plain_tps = plain.new_tokens / seconds  # one wall clock around the whole call
+        rec.add(section="generate", category=cat, method="plain", tokens_per_s=plain_tps,
                 new_tokens=plain.new_tokens, steps=len(plain.steps), overhead_s=plain.overhead_s,
                 step_time_s=plain.decode_time_s)
         with torch.inference_mode():
-            t0 = time.perf_counter()
-            ref = model.hf_model.generate(torch.tensor([ids]), max_new_tokens=max_new, do_sample=False)
-            dt = time.perf_counter() - t0
+            ref, dt = timed_call(lambda: model.hf_model.generate(torch.tensor([ids]), max_new_tokens=max_new,
+                                                                 do_sample=False))
         hf_ids = ref[0, len(ids):].tolist()
         rec.add(section="generate", category=cat, method="hf-generate", tokens_per_s=len(hf_ids) / dt,
                 identical=hf_ids[: plain.new_tokens] == plain.token_ids)
         for cname, sets in CONFIGS.items():
             config = LayerConfig.from_sets(model.num_layers, **sets)
             for pname, (policy, kwargs) in POLICIES.items():
-                out = SelfSpecDecoder(model, config, policy, policy_kwargs=kwargs).generate(ids, max_new_tokens=max_new)
+                out, dt = timed_call(lambda: SelfSpecDecoder(model, config, policy, policy_kwargs=kwargs).generate(
+                    ids, max_new_tokens=max_new))
                 rec.add(section="generate", category=cat, method="self-spec", config=cname, policy=pname,
-                        tokens_per_s=out.tokens_per_s, speedup=out.tokens_per_s / plain.tokens_per_s,
+                        tokens_per_s=out.new_tokens / dt, speedup=out.new_tokens / dt / plain_tps,
                         mean_accepted=out.mean_accepted, acceptance=out.acceptance_rate,
                         identical=out.token_ids == plain.token_ids, steps=len(out.steps),
                         overhead_s=out.overhead_s, step_time_s=out.decode_time_s,
@@ -180,9 +182,10 @@ def section_generate(rec: Recorder, n_prompts: int, max_new: int) -> None:
         config = LayerConfig.from_sets(model.num_layers, **CONFIGS["skip 10,14,18,22"])
         for variant, kw in {"no-reuse": {"reuse_prefix": False}, "reuse": {},
                             "reuse+draft-vocab-8192": {"draft_vocab": 8192}}.items():
-            out = SelfSpecDecoder(model, config, "confidence", **kw).generate(ids, max_new_tokens=max_new)
-            rec.add(section="variant", category=cat, variant=variant, tokens_per_s=out.tokens_per_s,
-                    speedup=out.tokens_per_s / plain.tokens_per_s, identical=out.token_ids == plain.token_ids,
+            out, dt = timed_call(lambda: SelfSpecDecoder(model, config, "confidence", **kw).generate(
+                ids, max_new_tokens=max_new))
+            rec.add(section="variant", category=cat, variant=variant, tokens_per_s=out.new_tokens / dt,
+                    speedup=out.new_tokens / dt / plain_tps, identical=out.token_ids == plain.token_ids,
                     mean_accepted=out.mean_accepted,
                     draft_ms_per_token=1000 * out.draft_time_s / max(1, out.draft_tokens_proposed),
                     verify_ms_per_step=1000 * out.verify_time_s / max(1, len(out.steps)))

@@ -21,6 +21,7 @@ import torch
 from tqdm import tqdm
 
 from leap.core import SelfSpecDecoder, load_model
+from leap.core.device import timed_call
 from leap.data import load_prompts, pick_per_category
 from leap.redundancy.analysis import prompt_ids
 
@@ -55,17 +56,16 @@ def main() -> None:
     pld = SelfSpecDecoder(model, None, drafter="prompt-lookup", drafter_kwargs={"num_tokens": args.num_tokens})
     for row in tqdm(rows, desc="drafter bench"):
         ids = prompt_ids(model, row)
-        plain = plain_decoder.generate(ids, max_new_tokens=args.max_new_tokens)
-        add(kind="run", category=row["category"], method="plain", tokens_per_s=plain.tokens_per_s, mean_accepted=1.0,
+        plain, dt = timed_call(lambda: plain_decoder.generate(ids, max_new_tokens=args.max_new_tokens))
+        add(kind="run", category=row["category"], method="plain", tokens_per_s=plain.new_tokens / dt, mean_accepted=1.0,
             identical=True)
-        res = pld.generate(ids, max_new_tokens=args.max_new_tokens)
-        add(kind="run", category=row["category"], method="leap prompt-lookup", tokens_per_s=res.tokens_per_s,
+        res, dt = timed_call(lambda: pld.generate(ids, max_new_tokens=args.max_new_tokens))
+        add(kind="run", category=row["category"], method="leap prompt-lookup", tokens_per_s=res.new_tokens / dt,
             mean_accepted=res.mean_accepted, identical=res.token_ids == plain.token_ids)
         with torch.inference_mode():
-            t0 = time.perf_counter()
-            gen = model.hf_model.generate(torch.tensor([ids]), max_new_tokens=args.max_new_tokens, do_sample=False,
-                                          prompt_lookup_num_tokens=args.num_tokens)
-            dt = time.perf_counter() - t0
+            gen, dt = timed_call(lambda: model.hf_model.generate(
+                torch.tensor([ids]), max_new_tokens=args.max_new_tokens, do_sample=False,
+                prompt_lookup_num_tokens=args.num_tokens))
         hf_ids = gen[0, len(ids):].tolist()
         add(kind="run", category=row["category"], method="transformers prompt-lookup (peer)",
             tokens_per_s=len(hf_ids) / dt, mean_accepted=None, identical=hf_ids == plain.token_ids)

@@ -131,6 +131,20 @@ def _median_time(fn: Callable[[], Any], repeats: int, device) -> float:
     return statistics.median(times)
 
 
+def _interleaved(fn: Callable[[], Any], reference: Callable[[], Any], repeats: int, device,
+                 steps: list[float]) -> float:
+    """Median time of ``fn`` over the median time of ``reference`` (one plain step), the two timed
+    alternately so that drift of a shared machine cancels in the ratio; reference times join ``steps``."""
+    mine, ref = [], []
+    for _ in range(repeats):
+        for fn_, out in ((reference, ref), (fn, mine)):
+            t0 = wall_clock(device)
+            fn_()
+            out.append(wall_clock(device) - t0)
+    steps.extend(ref)
+    return statistics.median(mine) / statistics.median(ref)
+
+
 def _model_free_drafters() -> list[str]:
     from leap.core.drafters import drafters
 
@@ -144,7 +158,9 @@ def calibrate(model: LeapModel, *, context: int = 128, repeats: int = 5, max_k: 
     """Measure the costs of ``model`` on its device (see the module docstring).
 
     ``context`` tokens (random ids, fixed ``seed``) are prefilled first, so every forward attends to
-    a realistic cache; each figure is the median of ``repeats`` timed runs after one warm-up run.
+    a realistic cache; each ratio is the median of ``repeats`` timed runs over the median of as many
+    plain one-token steps timed alternately with them (so a shared machine's drift cancels), after a
+    warm-up run.
     """
     from leap.core.layers import LayerStack
 
@@ -164,19 +180,22 @@ def calibrate(model: LeapModel, *, context: int = 128, repeats: int = 5, max_k: 
 
         for k in (1, max_k):  # warm-up: kernels, allocator, oneDNN primitives
             forward(k)
-        step = _median_time(lambda: forward(1), repeats, dev)
+        step_times: list[float] = []
+        plain = lambda: forward(1)  # noqa: E731
         curve = {1: 1.0}
         for k in range(2, max_k + 1):
-            curve[k] = _median_time(lambda: forward(k), repeats, dev) / step
+            curve[k] = _interleaved(lambda k=k: forward(k), plain, repeats, dev, step_times)
         if progress:
             progress("verification curve")
 
         L = stack.num_layers
         counts = sorted({1, max(1, L // 4), max(1, L // 2), max(1, 3 * L // 4), L})
-        times = [_median_time(lambda n=n: forward(1, tuple((i, 1) for i in range(n))), repeats, dev) for n in counts]
-        slope, intercept = np.polyfit(np.array(counts, dtype=float), np.array(times), 1)
-        layer_cost = max(float(slope), 0.0) / step
-        head_cost = max(float(intercept), 0.0) / step
+        ratios = [_interleaved(lambda n=n: forward(1, tuple((i, 1) for i in range(n))), plain, repeats, dev,
+                               step_times) for n in counts]
+        step = statistics.median(step_times)
+        slope, intercept = np.polyfit(np.array(counts, dtype=float), np.array(ratios), 1)
+        layer_cost = max(float(slope), 0.0)
+        head_cost = max(float(intercept), 0.0)
         if progress:
             progress("draft costs")
         logits = forward(2)[0].unsqueeze(0).expand(2, -1)
@@ -202,7 +221,7 @@ def calibrate(model: LeapModel, *, context: int = 128, repeats: int = 5, max_k: 
         overhead[name] = _median_time(run, repeats, dev) / step
     if progress:
         progress("drafter overheads")
-    draft_curve = {n: t / step for n, t in zip(counts, times)}
+    draft_curve = dict(zip(counts, ratios))
     return Calibration(calibration_key(model), step, curve, layer_cost, head_cost, overhead, context, draft_curve)
 
 

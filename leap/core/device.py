@@ -27,7 +27,7 @@ from typing import Union
 import numpy as np
 import torch
 
-__all__ = ["to_host", "to_numpy", "StepClock", "wall_clock", "synchronize"]
+__all__ = ["to_host", "to_numpy", "StepClock", "wall_clock", "synchronize", "timed_call"]
 
 Mark = Union[float, "torch.cuda.Event"]
 
@@ -54,6 +54,13 @@ def wall_clock(device: torch.device | str | None = None) -> float:
     whole call (start and end) on any device."""
     synchronize(device)
     return time.perf_counter()
+
+
+def timed_call(fn, device: torch.device | str | None = None):
+    """``(fn(), seconds)``: one wall clock around the whole call, the device synchronised at both ends."""
+    start = wall_clock(device)
+    result = fn()
+    return result, wall_clock(device) - start
 
 
 class StepClock:

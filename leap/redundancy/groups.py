@@ -1,6 +1,7 @@
 """LEAP's decision groups (Stage I): consecutive layers of one zone that take one action together.
 
-Rules (LEAP's released code, see ``shared/REFERENCES.md``):
+Rules (LEAP: Zheng & Liu, ICML 2026, "Zone-Aware MCTS for LLM Self-Speculative Decoding"; its released
+code, repository HangerYang/Star, folder LEAP/):
 
 * an early segment is one group;
 * middle zone: a layer is a *spike* if ``Delta L_l > max(0.08, 85th percentile of middle Delta L)`` or

@@ -1,6 +1,7 @@
 """LEAP's zone partition (Stage I): early / middle / final, from R_l and Delta L_l.
 
-Rules (LEAP's released code, see ``shared/REFERENCES.md``):
+Rules (LEAP: Zheng & Liu, ICML 2026, "Zone-Aware MCTS for LLM Self-Speculative Decoding"; its released
+code, repository HangerYang/Star, folder LEAP/):
 
 1. thresholds ``r_thr`` = ``r_percentile``-th percentile of R, ``ear_thr`` = ``ear_percentile``-th
    percentile of Delta L (defaults 70/70);

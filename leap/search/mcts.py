@@ -1,7 +1,7 @@
 """``mcts``: LEAP's zone-aware Monte Carlo tree search (Stage II).
 
-Tree (LEAP's released code, ``shared/REFERENCES.md``): depth = number of decision units, one level
-per unit in layer order; a node's children are the actions its unit's zone allows. One iteration:
+Tree (LEAP, Zheng & Liu, ICML 2026; released code: HangerYang/Star, LEAP/): depth = number of
+decision units, one level per unit in layer order; a node's children are the actions its unit's zone allows. One iteration:
 
 1. **select** from the root while the node is fully expanded: the child maximising
    ``UCB = Q + c sqrt(ln N_parent / n) - penalty`` (``c = 3``; unvisited children first); ``penalty``
