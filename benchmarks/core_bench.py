@@ -33,7 +33,6 @@ from leap.core.device import timed_call
 from leap.core.layers import LayerStack
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC_BENCH = ROOT.parent / "shared" / "data" / "spec_bench" / "question.jsonl"
 CATEGORIES = ["translation", "summarization", "qa", "math_reasoning", "writing", "coding", "rag"]
 CONFIGS = {
     "skip 5-7": dict(skip=[5, 6, 7]),
@@ -49,7 +48,9 @@ POLICIES = {
 
 
 def load_prompts(n: int) -> list[dict]:
-    rows = [json.loads(line) for line in SPEC_BENCH.read_text().splitlines() if line.strip()]
+    from leap.data import load_prompts as shipped  # the Spec-Bench questions shipped inside leap
+
+    rows = shipped()
     picked, seen = [], set()
     for cat in CATEGORIES:
         for row in rows:
@@ -102,7 +103,7 @@ def draft_costs(model, configs: dict[str, LayerConfig], context=300) -> dict[str
     stack, ids, cache = _prefilled(model, context)
     plans = {name: plan_for([a.passes for a in c.actions]) for name, c in configs.items()}
     plans["full"] = stack.full_plan
-    sub = DraftHead.frequent(model.lm_head, 8192)
+    sub = DraftHead.lowest_ids(model.lm_head, 8192)
 
     def run(plan, head=None):
         with torch.inference_mode():

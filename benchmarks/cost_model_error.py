@@ -27,7 +27,7 @@ from leap.core import SelfSpecDecoder, load_model
 from leap.core.calibration import calibration_for
 from leap.data import load_prompts, pick_per_category
 from leap.redundancy.analysis import prompt_ids
-from leap.search.methods import agent_factory
+from leap.search.factory import agent_factory
 from leap.search.reward import CostModelSpeedup
 from leap.search.runner import OnlineSearch, SearchSettings
 

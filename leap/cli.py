@@ -18,17 +18,10 @@ from typing import Any
 __all__ = ["main", "build_parser"]
 
 
-def _kv_args(items: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"leap: --policy-arg / --agent-arg take KEY=VALUE, got {item!r}")
-        try:
-            out[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key.strip()] = value
-    return out
+def _kv_args(items: Sequence[str], what: str = "--policy-arg / --agent-arg / --drafter-arg") -> dict[str, Any]:
+    from leap.core.options import parse_assignments
+
+    return parse_assignments(items, what)
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -37,6 +30,16 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default=None, help="float32 (CPU default), bfloat16 (GPU default), float16")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--no-fast-linear", action="store_true", help="keep torch's own float32 linears on the CPU")
+
+
+def _add_metric_args(p: argparse.ArgumentParser) -> None:
+    """Which registered metrics fill LEAP's two roles (leap.redundancy.build), and their arguments."""
+    p.add_argument("--zone-metric", default="residual-ratio",
+                   help="the metric in LEAP's R role (early zone), any of `leap metrics` (default residual-ratio)")
+    p.add_argument("--group-metric", default="ear-gain",
+                   help="the metric in LEAP's Delta L role (final zone, group cuts; default ear-gain)")
+    p.add_argument("--metric-arg", action="append", default=[], metavar="NAME:KEY=VALUE",
+                   help="constructor argument of one metric, e.g. test-layer-index:scale=2 (repeatable)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-zones", action="store_true", help="ablation: every layer middle-like (EXECUTE/SKIP)")
     g.add_argument("--no-groups", action="store_true", help="ablation: one decision unit per layer")
     g.add_argument("--no-search", action="store_true", help="ablation: zones + groups with a fixed rule (no MCTS)")
+    _add_metric_args(g)
     g.add_argument("--budget", type=int, default=40, help="search iterations per prompt (default 40)")
     g.add_argument("--reward", choices=["measured", "cost"], default="measured",
                    help="measured speedup (default) or the deterministic cost model")
@@ -110,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--positions", type=int, default=8, help="last N prompt positions the metrics use (default 8)")
     r.add_argument("--r-percentile", type=float, default=70.0)
     r.add_argument("--ear-percentile", type=float, default=70.0)
+    _add_metric_args(r)
+    r.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import a module first (one that registers your own metric)")
     r.add_argument("--no-zones", action="store_true", help="ablation: every layer middle-like")
     r.add_argument("--no-groups", action="store_true", help="ablation: one decision unit per layer")
     r.add_argument("--no-chat", dest="chat", action="store_false", default=True)
@@ -222,7 +229,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         return _search(decoder)
 
     def _search(decoder):
-        from leap.search.methods import agent_factory
+        from leap.search.factory import agent_factory
         from leap.search.runner import OnlineSearch, SearchSettings
 
         drafters = None
@@ -232,7 +239,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             drafters = DEFAULT_DRAFTERS if args.drafters == "default" else args.drafters.split(";")
         factory = agent_factory(method, model.num_layers, zones=not args.no_zones, groups=not args.no_groups,
                                 search=not args.no_search, seed=args.seed, agent_kwargs=_kv_args(args.agent_arg),
-                                drafters=drafters)
+                                drafters=drafters, zone_metric=args.zone_metric, group_metric=args.group_metric,
+                                metric_args=_method_args(args.metric_arg, "--metric-arg"))
         runner = OnlineSearch(decoder, factory, SearchSettings(budget=args.budget, reward=args.reward,
                                                                min_speedup=args.min_speedup, give_up=args.give_up,
                                                                steps_per_trial=args.steps_per_trial,
@@ -298,13 +306,15 @@ def _import_modules(modules: Sequence[str]) -> None:
         importlib.import_module(module)
 
 
-def _method_args(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _method_args(items: Sequence[str], flag: str = "--method-arg") -> dict[str, dict[str, Any]]:
+    from leap.core.options import parse_spec
+
     out: dict[str, dict[str, Any]] = {}
     for item in items:
-        method, sep, kv = item.partition(":")
-        if not sep:
-            raise SystemExit(f"leap: --method-arg takes METHOD:KEY=VALUE, got {item!r}")
-        out.setdefault(method.strip(), {}).update(_kv_args([kv]))
+        if ":" not in item:
+            raise SystemExit(f"leap: {flag} takes NAME:KEY=VALUE, got {item!r}")
+        method, kwargs = parse_spec(item, separator=None, what=flag)
+        out.setdefault(method, {}).update(kwargs)
     return out
 
 
@@ -485,6 +495,11 @@ def _cmd_redundancy(args: argparse.Namespace) -> int:
     from leap.redundancy.analysis import analyse, observation1
     from leap.redundancy.zones import ZoneSettings
 
+    _import_modules(args.imports)
+    from leap.redundancy.base import redundancy_metrics
+
+    for role in (args.zone_metric, args.group_metric):
+        redundancy_metrics.get(role)  # an unknown name fails here, listing the registered metrics
     model = _load_for(args)
     rows = pick_per_category(load_prompts(args.prompts), args.per_category,
                              args.categories.split(",") if args.categories else None)
@@ -493,7 +508,9 @@ def _cmd_redundancy(args: argparse.Namespace) -> int:
     settings = ZoneSettings(r_percentile=args.r_percentile, ear_percentile=args.ear_percentile)
     with tqdm(total=len(rows), desc="prefill metrics", disable=args.json) as bar:
         report = analyse(model, rows, positions=args.positions, settings=settings, zones=not args.no_zones,
-                         groups=not args.no_groups, chat=args.chat, progress=lambda c: bar.update(1))
+                         groups=not args.no_groups, chat=args.chat, progress=lambda c: bar.update(1),
+                         zone_metric=args.zone_metric, group_metric=args.group_metric,
+                         metric_args=_method_args(args.metric_arg, "--metric-arg"))
     if args.observation1 or args.plot:
         steps = [int(x) for x in args.steps.split(",")]
         with tqdm(total=len(rows), desc="observation 1", disable=args.json) as bar:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from leap.core.drafters import drafters
+from leap.redundancy.base import redundancy_metrics
 from leap.search import search_agents
 from tests.tiny import save_tiny_model
 
@@ -16,15 +18,18 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "agents.md"
 def test_agents_md_python_examples_run(tmp_path, monkeypatch):
     folder = save_tiny_model(tmp_path / "tiny", eos_token_id=None)
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-    assert len(blocks) == 3
+    assert len(blocks) == 5
     namespace: dict = {}
     try:
         for code in blocks:
             code = code.replace('"smollm2"', repr(str(folder))).replace("chat=True", "chat=False")
             code = code.replace('"Name three colours."', '[5, 6, 7, 8, 9]')
             exec(compile(code, str(DOC), "exec"), namespace)
-    finally:
-        search_agents.remove("greedy-skip")  # leave the registry as we found it
+        _check_metric_and_drafter(folder)
+    finally:  # leave the registries as we found them
+        search_agents.remove("greedy-skip")
+        redundancy_metrics.remove("update-norm")
+        drafters.remove("repeat-last")
     # the Gymnasium loop: its return is the cost-model reward of the real steps the episode took
     from leap.search.reward import CostModelSpeedup
 
@@ -35,12 +40,31 @@ def test_agents_md_python_examples_run(tmp_path, monkeypatch):
     assert namespace["total"] == pytest.approx(sum(reward(s, env.model.num_layers) for s in steps))
 
 
+def _check_metric_and_drafter(folder):
+    """The metric example drives zones; the drafter example is lossless and really drafts."""
+    from leap.core import SelfSpecDecoder, load_model
+    from leap.core.trace import capture_trace
+    from leap.redundancy.build import SpaceSettings, space_from_traces
+
+    model = load_model(str(folder))
+    trace = capture_trace(model, list(range(4, 30)), positions=8)
+    space = space_from_traces(trace, SpaceSettings(zone_metric="update-norm"))
+    assert len(space.zones) == model.num_layers and "update-norm" in space.metrics
+    prompt = [5, 6, 7, 5, 6, 7, 5, 6]
+    plain = SelfSpecDecoder(model, None).generate(prompt, max_new_tokens=16)
+    drafted = SelfSpecDecoder(model, None, drafter="repeat-last").generate(prompt, max_new_tokens=16)
+    assert drafted.token_ids == plain.token_ids and drafted.draft_tokens_proposed > 0
+
+
 def test_agents_md_shell_examples_name_real_flags():
     from leap.cli import build_parser
 
     text = DOC.read_text()
-    for line in re.findall(r"^leap generate .*$", text, flags=re.M):
+    commands = build_parser()._subparsers._group_actions[0].choices
+    lines = re.findall(r"^leap (generate|bench|redundancy) (.*)$", text, flags=re.M)
+    assert {c for c, _ in lines} == {"generate", "bench", "redundancy"}
+    for command, line in lines:
         for flag in re.findall(r"(--[a-z-]+)", line):
-            assert flag in build_parser()._subparsers._group_actions[0].choices["generate"]._option_string_actions, flag
+            assert flag in commands[command]._option_string_actions, (command, flag)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["generate"])

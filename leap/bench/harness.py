@@ -150,7 +150,6 @@ class Bench:
 
     def _conversation(self, row: dict, temperature: float, run: int, name: str, method: BenchMethod,
                       done: set, bar: Any) -> None:
-        s = self.settings
         messages: list[dict[str, str]] = []
         failed = False
         for turn, text in enumerate(row["turns"]):

@@ -110,15 +110,17 @@ class SearchMethod(BenchMethod):
     def __init__(self, name: str, model: LeapModel, options: BenchOptions, agent: str, *, zones: bool = True,
                  groups: bool = True, search: bool = True, drafters: Sequence[str] | str | None = None,
                  steps_per_trial: int | None = None, budget: int | None = None, carry_over: int = 0,
-                 **agent_kwargs: Any) -> None:
-        from leap.search.methods import agent_factory
+                 zone_metric: str = "residual-ratio", group_metric: str = "ear-gain",
+                 metric_args: dict[str, dict[str, Any]] | None = None, **agent_kwargs: Any) -> None:
+        from leap.search.factory import agent_factory
         from leap.search.runner import OnlineSearch, SearchSettings
 
         self.name = name
         if isinstance(drafters, str):
             drafters = [d for d in drafters.split(";") if d]
         factory = agent_factory(agent, model.num_layers, zones=zones, groups=groups, search=search,
-                                seed=options.seed, agent_kwargs=agent_kwargs, drafters=drafters)
+                                seed=options.seed, agent_kwargs=agent_kwargs, drafters=drafters,
+                                zone_metric=zone_metric, group_metric=group_metric, metric_args=metric_args)
         settings = SearchSettings(budget=options.budget if budget is None else int(budget), reward=options.reward, min_speedup=options.min_speedup,
                                   give_up=options.give_up,
                                   steps_per_trial=steps_per_trial or options.steps_per_trial,

@@ -184,7 +184,7 @@ def run_smoke(settings: SmokeSettings, progress: Callable[[str], None] | None = 
             timed_generate(name, lambda: SelfSpecDecoder(model, None, drafter=drafter, costs=costs).generate(
                 prompt, max_new_tokens=settings.max_new_tokens))
         elif name == "leap":
-            from leap.search.methods import agent_factory
+            from leap.search.factory import agent_factory
             from leap.search.runner import OnlineSearch, SearchSettings
 
             runner = OnlineSearch(SelfSpecDecoder(model, None, costs=costs),

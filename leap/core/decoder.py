@@ -29,6 +29,7 @@ which is how search agents try a new configuration on every real iteration.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 
@@ -162,6 +163,19 @@ class SelfSpecDecoder:
         return session.outcome()
 
 
+@dataclass
+class _Draft:
+    """What one step's drafting produced (:meth:`DecodingSession._step`)."""
+
+    t_start: object  # the step's first clock mark
+    tokens: list[int] = field(default_factory=list)
+    q_rows: list[torch.Tensor] = field(default_factory=list)  # draft distributions (sampling)
+    saved: list[torch.Tensor] = field(default_factory=list)  # exact-prefix outputs, reused by verification
+    prefix: int = 0  # layers of the exact prefix (0: none kept)
+    layer_tokens: int = 0  # tokens the layers drafted
+    spans: list[tuple] = field(default_factory=list)  # (start, end) marks of model computation
+
+
 class DecodingSession:
     """The state of one prompt's decoding: committed tokens, KV cache, step records.
 
@@ -205,7 +219,7 @@ class DecodingSession:
         self._eos = model.eos_token_ids
         self._drafters: list[Drafter] = []  # every drafter attached to this session (see attach)
         self._draft_head = (
-            DraftHead.frequent(model.lm_head, decoder.draft_vocab, [*prompt_ids, *self._eos])
+            DraftHead.lowest_ids(model.lm_head, decoder.draft_vocab, [*prompt_ids, *self._eos])
             if decoder.draft_vocab
             else None
         )
@@ -269,87 +283,36 @@ class DecodingSession:
         self._drafters.append(drafter)
 
     def _step(self, cfg: LayerConfig | None, drafter: Drafter | None) -> StepRecord:
-        stack, settings = self.stack, self.settings
+        """One iteration, in the numbered order of the module docstring; each part is a method below."""
+        stack, clock = self.stack, self.stack.step_clock
         base = len(self.tokens) - 1  # cache length of every layer; tokens[base] is pending
-        pending = self.tokens[base]
-        clock = stack.step_clock
-        spans: list[tuple] = []  # (start, end) marks of model computation, read once at the end
-        t_start = clock.mark()
-
-        # 1. Draft: model-free tokens first, then (if the drafter lets it) the layer-skip draft --------
-        draft: list[int] = []
-        q_rows: list[torch.Tensor] = []
-        saved: list[torch.Tensor] = []
-        prefix = 0
+        draft = _Draft(t_start=clock.mark())
         max_k = self.remaining - 1  # the verifier always adds one token of its own
-        if drafter is not None and max_k > 0:  # deterministic proposals: q one-hot
+
+        # 1. Draft: model-free tokens first, then (if the drafter lets it) the layer-skip draft
+        if drafter is not None and max_k > 0:
             tree = drafter.propose_tree(self.tokens, max_k)
             if not tree.is_chain:
-                return self._tree_step(tree, drafter, t_start)
-            for token in tree.tokens[:max_k]:
-                draft.append(int(token))
-                if not settings.greedy:
-                    q_rows.append(torch.zeros(self.decoder.model.vocab_size, device=stack.device).index_fill_(
-                        0, torch.tensor([int(token)], device=stack.device), 1.0))
-                if token in self._eos:
-                    break
-        layered = (cfg is not None and len(draft) < max_k and not (draft and draft[-1] in self._eos)
-                   and (drafter is None or drafter.continue_with_layers(len(draft))))
-        layer_tokens = 0
+                return self._tree_step(tree, drafter, draft.t_start)
+            self._take_free_tokens(draft, tree.tokens[:max_k])
+        layered = (cfg is not None and len(draft.tokens) < max_k and not (draft.tokens and draft.tokens[-1] in self._eos)
+                   and (drafter is None or drafter.continue_with_layers(len(draft.tokens))))
         if layered:
-            passes = [a.passes for a in cfg.actions]
-            prefix = cfg.exact_prefix if self.decoder.reuse_prefix else 0
-            head_plan, tail_plan = plan_for(passes, 0, prefix), plan_for(passes, prefix)
-            if self.policy.needs_costs:
-                self.policy.use_costs(self.decoder.costs, cfg.layer_passes)
-            self.policy.begin()
-            feed, fed = [pending, *draft], 0  # model-free tokens go through the draft layers in one pass
-            while len(draft) < max_k:
-                t0 = clock.mark()
-                hidden = stack.run_layers(stack.embed(feed), head_plan, self.cache, base + fed)
-                saved.append(hidden)
-                hidden = stack.run_layers(hidden, tail_plan, self.cache, base + fed)
-                logits = stack.logits(hidden[:, -1:], self._draft_head)[0]
-                spans.append((t0, clock.mark()))
-                fed += len(feed)
-                q = target_probs(logits.unsqueeze(0), settings)[0]
-                token = int(logits.argmax().item()) if settings.greedy else sample(q, self.generator)
-                draft.append(token)
-                q_rows.append(q)
-                layer_tokens += 1
-                feed = [token]
-                if token in self._eos or self.policy.should_stop(len(draft), q):
-                    break
-            stack.rollback(self.cache, base, range(prefix, stack.num_layers))
+            self._draft_with_layers(draft, cfg, base, max_k)
         t_draft = clock.mark()
 
-        # 2. Verify: one forward of the full model ----------------------------
-        k = len(draft)
-        t0 = t_draft
-        if k and prefix:
-            full = stack.full_plan
-            last = stack.run_layers(stack.embed([draft[-1]]), full[:prefix], self.cache, base + k)
-            hidden = torch.cat([*saved, last], dim=1)
-            hidden = stack.run_layers(hidden, full[prefix:], self.cache, base)
-        else:
-            hidden = stack.run_layers(stack.embed([pending, *draft]), stack.full_plan, self.cache, base)
-        logits = stack.logits(hidden)
-        spans.append((t0, clock.mark()))
-
-        # 3. Accept ------------------------------------------------------------
-        if settings.greedy:
-            accepted, next_token = greedy_accept(draft, logits)
-        else:
-            p = target_probs(logits, settings)
-            q = torch.stack(q_rows) if q_rows else p[:0]
-            accepted, next_token = speculative_accept(draft, q, p, self.generator)
-        self._commit([*draft[:accepted], next_token])
+        # 2. Verify: one forward of the full model; 3. Accept
+        logits = self._verify(draft, base)
+        accepted, next_token = self._accept(draft, logits)
+        k = len(draft.tokens)
+        pending = self.tokens[base]
+        self._commit([*draft.tokens[:accepted], next_token])
 
         # 4. Roll back every layer to the committed length (all but the pending token)
         stack.rollback(self.cache, len(self.tokens) - 1)
 
         # 5. Feed back: drafters that learn from the verifier see the verified-correct positions
-        self._feed_back(drafter, [pending, *draft[:accepted]], logits[: accepted + 1], k, accepted)
+        self._feed_back(drafter, [pending, *draft.tokens[:accepted]], logits[: accepted + 1], k, accepted)
         if layered and k:
             self.policy.feedback(k, accepted)
         t_end = clock.mark()
@@ -358,14 +321,81 @@ class DecodingSession:
             drafted=k,
             accepted=accepted,
             committed=len(self.tokens) - 1 - base,
-            draft_time_s=clock.seconds(t_start, t_draft),
+            draft_time_s=clock.seconds(draft.t_start, t_draft),
             verify_time_s=clock.seconds(t_draft, t_end),
-            forward_time_s=sum(clock.seconds(a, b) for a, b in spans),
-            layer_passes=layer_tokens * cfg.layer_passes if layered else 0,
+            forward_time_s=sum(clock.seconds(a, b) for a, b in draft.spans),
+            layer_passes=draft.layer_tokens * cfg.layer_passes if layered else 0,
             config=_describe(drafter, cfg if layered or drafter is None else None),
-            layer_tokens=layer_tokens,
+            layer_tokens=draft.layer_tokens,
             drafter=None if drafter is None or drafter.name == "layer-skip" else drafter.name,
         )
+
+    def _take_free_tokens(self, draft: _Draft, tokens) -> None:
+        """Step 1a: a model-free chain; its draft distribution is one-hot (deterministic proposals)."""
+        device = self.stack.device
+        for token in tokens:
+            draft.tokens.append(int(token))
+            if not self.settings.greedy:
+                draft.q_rows.append(torch.zeros(self.decoder.model.vocab_size, device=device).index_fill_(
+                    0, torch.tensor([int(token)], device=device), 1.0))
+            if token in self._eos:
+                break
+
+    def _draft_with_layers(self, draft: _Draft, cfg: LayerConfig, base: int, max_k: int) -> None:
+        """Step 1b: the layer-skip draft continues the chain token by token until the policy stops it.
+        Layers before the first skipped/repeated one (the exact prefix) keep their cache entries and
+        their outputs (``draft.saved``) for verification; the others are rolled back afterwards."""
+        stack, clock, settings = self.stack, self.stack.step_clock, self.settings
+        passes = [a.passes for a in cfg.actions]
+        draft.prefix = cfg.exact_prefix if self.decoder.reuse_prefix else 0
+        head_plan, tail_plan = plan_for(passes, 0, draft.prefix), plan_for(passes, draft.prefix)
+        if self.policy.needs_costs:
+            self.policy.use_costs(self.decoder.costs, cfg.layer_passes)
+        self.policy.begin()
+        feed, fed = [self.tokens[base], *draft.tokens], 0  # model-free tokens go through the layers in one pass
+        while len(draft.tokens) < max_k:
+            t0 = clock.mark()
+            hidden = stack.run_layers(stack.embed(feed), head_plan, self.cache, base + fed)
+            draft.saved.append(hidden)
+            hidden = stack.run_layers(hidden, tail_plan, self.cache, base + fed)
+            logits = stack.logits(hidden[:, -1:], self._draft_head)[0]
+            draft.spans.append((t0, clock.mark()))
+            fed += len(feed)
+            q = target_probs(logits.unsqueeze(0), settings)[0]
+            token = int(logits.argmax().item()) if settings.greedy else sample(q, self.generator)
+            draft.tokens.append(token)
+            draft.q_rows.append(q)
+            draft.layer_tokens += 1
+            feed = [token]
+            if token in self._eos or self.policy.should_stop(len(draft.tokens), q):
+                break
+        stack.rollback(self.cache, base, range(draft.prefix, stack.num_layers))
+
+    def _verify(self, draft: _Draft, base: int) -> torch.Tensor:
+        """Step 2: the full model over ``[pending, d_1..d_k]`` in one forward -> ``[k + 1, V]`` logits.
+        With an exact prefix, only the last draft token runs through the prefix layers."""
+        stack, clock = self.stack, self.stack.step_clock
+        k = len(draft.tokens)
+        t0 = clock.mark()
+        if k and draft.prefix:
+            full = stack.full_plan
+            last = stack.run_layers(stack.embed([draft.tokens[-1]]), full[: draft.prefix], self.cache, base + k)
+            hidden = torch.cat([*draft.saved, last], dim=1)
+            hidden = stack.run_layers(hidden, full[draft.prefix:], self.cache, base)
+        else:
+            hidden = stack.run_layers(stack.embed([self.tokens[base], *draft.tokens]), stack.full_plan, self.cache,
+                                      base)
+        logits = stack.logits(hidden)
+        draft.spans.append((t0, clock.mark()))
+        return logits
+
+    def _accept(self, draft: _Draft, logits: torch.Tensor) -> tuple[int, int]:
+        """Step 3: greedy prefix match, or the speculative sampling rule."""
+        if self.settings.greedy:
+            return greedy_accept(draft.tokens, logits)
+        p = target_probs(logits, self.settings)
+        q = torch.stack(draft.q_rows) if draft.q_rows else p[:0]
+        return speculative_accept(draft.tokens, q, p, self.generator)
 
     def _tree_step(self, tree: DraftTree, drafter: Drafter, t_start) -> StepRecord:
         """Verify a branching draft tree in one forward with tree attention (see

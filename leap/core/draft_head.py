@@ -44,11 +44,14 @@ class DraftHead(nn.Module):
         self.proj: nn.Module = OneDNNLinear(sub) if use_onednn else sub
 
     @classmethod
-    def frequent(
+    def lowest_ids(
         cls, lm_head: nn.Module, size: int, extra_ids: Iterable[int] = ()
     ) -> DraftHead:
-        """The first ``size`` ids plus ``extra_ids`` (the prompt, EOS)."""
+        """The ``size`` lowest ids (for merge-rank-ordered BPE vocabularies, a proxy for the most
+        frequent tokens; no frequency is counted) plus ``extra_ids`` (the prompt, EOS)."""
         return cls(lm_head, list(range(size)) + list(extra_ids))
+
+    frequent = lowest_ids  # the earlier name, kept for users' code: it never counted frequencies
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         sub_logits = self.proj(hidden)

@@ -135,6 +135,28 @@ class LeapModel:
     def num_layers(self) -> int:
         return len(self.layers)
 
+    # ------------------------------------------------------------------ attention internals, for metrics
+    def attention_queries(self, layer: int, hidden: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        """Layer ``layer``'s rotated attention queries ``[heads, N, head_dim]`` for its inputs ``hidden``
+        (``[N, d]``) at ``position_ids`` (``[1, N]``): the input norm, ``q_proj`` and the rotary embedding,
+        as the layer computes them. The one place leap reads a decoder layer's attention internals
+        (redundancy metrics call this, never the modules)."""
+        import importlib
+
+        block = self.layers[layer]
+        attn = block.self_attn
+        x = block.input_layernorm(hidden.to(self.dtype).unsqueeze(0))  # [1, N, d]
+        n = x.shape[1]
+        q = attn.q_proj(x).view(1, n, -1, attn.head_dim).transpose(1, 2)  # [1, H, N, hd]
+        cos, sin = self.rotary_emb(x, position_ids=position_ids)
+        rotate = importlib.import_module(type(attn).__module__).apply_rotary_pos_emb  # the architecture's own
+        q, _ = rotate(q, q, cos, sin)
+        return q[0]
+
+    def attention_scaling(self, layer: int) -> float:
+        """The factor layer ``layer`` multiplies query-key products by (``1 / sqrt(head_dim)`` for Llama)."""
+        return float(self.layers[layer].self_attn.scaling)
+
     @property
     def vocab_size(self) -> int:
         return int(self.lm_head.weight.shape[0])

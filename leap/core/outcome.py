@@ -68,12 +68,18 @@ class GenerationOutcome:
         return len(self.token_ids)
 
     @property
-    def accepted_lengths(self) -> list[int]:
+    def committed_lengths(self) -> list[int]:
+        """Tokens each step committed (accepted draft tokens + the verifier's own)."""
         return [s.committed for s in self.steps]
 
     @property
-    def mean_accepted(self) -> float:
-        return sum(self.accepted_lengths) / len(self.steps) if self.steps else 0.0
+    def mean_committed(self) -> float:
+        """Committed tokens per step: the "mean accepted length" M of the LEAP and Spec-Bench tables."""
+        return sum(self.committed_lengths) / len(self.steps) if self.steps else 0.0
+
+    # the names the papers' tables and Spec-Bench's records use for the same two quantities
+    accepted_lengths = committed_lengths
+    mean_accepted = mean_committed
 
     @property
     def draft_tokens_proposed(self) -> int:

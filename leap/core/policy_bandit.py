@@ -18,7 +18,6 @@ Who calls what: :class:`leap.core.decoder.DecodingSession` through the :class:`D
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ import torch
 
 from leap.core.errors import SettingsError
 from leap.core.policies import DraftPolicy, draft_policies, make_policy
+from leap.core.ucb1 import ucb1_choice
 
 __all__ = ["BanditPolicy"]
 
@@ -72,13 +72,7 @@ class BanditPolicy(DraftPolicy):
         return verify + self._draft_token * drafted
 
     def begin(self) -> None:
-        untried = [i for i, n in enumerate(self.counts) if n == 0]
-        if untried:
-            self.current = untried[0]
-        else:
-            t = sum(self.counts)
-            self.current = max(range(len(self.arms)), key=lambda i: self.sums[i] / self.counts[i]
-                               + self.c * math.sqrt(2 * math.log(t) / self.counts[i]))
+        self.current = ucb1_choice(self.counts, self.sums, self.c)
         self.arms[self.current].begin()
 
     def should_stop(self, drafted: int, probs: torch.Tensor) -> bool:

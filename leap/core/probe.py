@@ -13,12 +13,37 @@ and :meth:`run_layer`.
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 import torch
 
 from leap.core.config import LayerConfig
 from leap.core.layers import plan_for
 
-__all__ = ["ContextProbe"]
+__all__ = ["ContextProbe", "Probe"]
+
+
+@runtime_checkable
+class Probe(Protocol):
+    """What a search agent may ask of a prompt's context (``SearchAgent.on_prompt`` receives one).
+
+    Agents use only this, never the decoder's internals; :class:`ContextProbe` implements it on a
+    decoding session, and a test or a model-free loop can pass any object that does.
+    """
+
+    @property
+    def committed(self) -> int:
+        """Tokens whose keys/values are in the session's cache (all committed but the pending one)."""
+
+    def matchness(self, config: LayerConfig, window: int = 32) -> float:
+        """SWIFT's score of ``config``: the fraction of the last ``window`` committed tokens a teacher-forced
+        draft under it predicts."""
+
+    def target_states(self) -> tuple[list[torch.Tensor], int]:
+        """The full model's per-layer states of the last cached token and that token's position."""
+
+    def run_layer(self, layer: int, hidden: torch.Tensor, position: int) -> torch.Tensor:
+        """One layer on ``hidden`` at ``position`` over the committed context (the session is untouched)."""
 
 
 class ContextProbe:

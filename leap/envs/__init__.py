@@ -2,8 +2,9 @@
 
 * ``LeapLayerSearch-v0`` - measured (wall-clock) reward, ``nondeterministic=True``;
 * ``LeapLayerSearchCost-v0`` - deterministic cost-model reward;
-* ``LeapLayerSearch-v1`` / ``LeapLayerSearchCost-v1`` - the same plus the drafter as one more action
-  dimension (:mod:`leap.envs.drafter_search`).
+* ``LeapDrafterSearch-v0`` / ``LeapDrafterSearchCost-v0`` - the same plus the drafter as one more
+  action dimension (:mod:`leap.envs.drafter_search`); ``LeapLayerSearch-v1`` /
+  ``LeapLayerSearchCost-v1`` are the earlier names of these two, kept as aliases.
 
 ``gym.make("leap.envs:LeapLayerSearch-v0")`` imports this module, which registers the ids.
 """
@@ -14,7 +15,8 @@ import gymnasium as gym
 
 __all__ = ["register_envs", "ENV_IDS"]
 
-ENV_IDS = ("LeapLayerSearch-v0", "LeapLayerSearchCost-v0", "LeapLayerSearch-v1", "LeapLayerSearchCost-v1")
+ENV_IDS = ("LeapLayerSearch-v0", "LeapLayerSearchCost-v0", "LeapDrafterSearch-v0", "LeapDrafterSearchCost-v0",
+           "LeapLayerSearch-v1", "LeapLayerSearchCost-v1")
 
 
 def register_envs() -> None:
@@ -25,12 +27,14 @@ def register_envs() -> None:
     if "LeapLayerSearchCost-v0" not in gym.registry:
         gym.register(id="LeapLayerSearchCost-v0", entry_point="leap.envs.layer_search:LeapLayerSearchEnv",
                      kwargs={"reward": "cost"})
-    if "LeapLayerSearch-v1" not in gym.registry:
-        gym.register(id="LeapLayerSearch-v1", entry_point="leap.envs.drafter_search:LeapDrafterSearchEnv",
-                     nondeterministic=True, kwargs={"reward": "measured"})
-    if "LeapLayerSearchCost-v1" not in gym.registry:
-        gym.register(id="LeapLayerSearchCost-v1", entry_point="leap.envs.drafter_search:LeapDrafterSearchEnv",
-                     kwargs={"reward": "cost", "persist_drafters": False})
+    for ids in (("LeapDrafterSearch-v0", "LeapDrafterSearchCost-v0"),  # the names that say what they are
+                ("LeapLayerSearch-v1", "LeapLayerSearchCost-v1")):  # earlier names, kept for users' code
+        if ids[0] not in gym.registry:
+            gym.register(id=ids[0], entry_point="leap.envs.drafter_search:LeapDrafterSearchEnv",
+                         nondeterministic=True, kwargs={"reward": "measured"})
+        if ids[1] not in gym.registry:
+            gym.register(id=ids[1], entry_point="leap.envs.drafter_search:LeapDrafterSearchEnv",
+                         kwargs={"reward": "cost", "persist_drafters": False})
 
 
 register_envs()

@@ -22,7 +22,8 @@ Rewards: ``reward="measured"`` (wall clock; registered as ``LeapLayerSearch-v0``
 :mod:`leap.search.reward`; registered as ``LeapLayerSearchCost-v0``, passes ``check_env``'s
 determinism checks). Bump the ``-vN`` suffix whenever the meaning of an observation or reward changes.
 
-Constructor: ``model`` (a name/path for :func:`leap.core.model.load_model`, or a ``LeapModel``),
+Constructor: ``model`` (a name/path for :func:`leap.core.model.load_model`, loaded on ``device`` in
+``dtype``, or a ``LeapModel`` already loaded - several environments can share one),
 ``prompts`` (a JSONL file, a list of strings or of token-id lists; default: the shipped Spec-Bench
 prompts), ``max_new_tokens``, ``reward``, ``step_budget``, ``zones``/``groups`` (ablations), ``chat``.
 """
@@ -76,6 +77,8 @@ class LeapLayerSearchEnv(gym.Env):
         chat: bool = True,
         calibration_prompts: int = 4,
         positions: int = 8,
+        device: str = "auto",
+        dtype: str | None = None,
     ) -> None:
         from leap.core.decoder import SelfSpecDecoder
         from leap.core.model import LeapModel, load_model
@@ -83,7 +86,9 @@ class LeapLayerSearchEnv(gym.Env):
         from leap.search.reward import make_reward
         from leap.search.runner import build_space
 
-        self.model = model if isinstance(model, LeapModel) else load_model(model)
+        # a LeapModel passed in is used as it is (several environments can share one); a name or path is
+        # loaded here, on ``device`` in ``dtype`` (defaults: CUDA if available, float32 on CPU / bfloat16 on GPU)
+        self.model = model if isinstance(model, LeapModel) else load_model(model, device=device, dtype=dtype)
         self.prompts = _prompt_list(prompts)
         self.max_new_tokens, self.step_budget = int(max_new_tokens), int(step_budget)
         self.reward_kind = reward
@@ -141,6 +146,14 @@ class LeapLayerSearchEnv(gym.Env):
         if not self.space.is_valid(choice):
             choice = list(self.space.full_choice)
         return self.space.to_config(choice), illegal
+
+    def action_of(self, config) -> np.ndarray:
+        """The action that encodes ``config`` (None: plain decoding), the inverse of :meth:`config_of`
+        for configurations inside :attr:`space` - how a search agent's proposal becomes an action."""
+        choice = self.space.full_choice if config is None else self.space.from_config(config)
+        if choice is None:
+            raise ValueError(f"{config} is outside this environment's space")
+        return np.array([_CANONICAL.index(u.actions[c]) for u, c in zip(self.space.units, choice)], dtype=np.int64)
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

@@ -23,7 +23,7 @@ from leap.core.decoder import SelfSpecDecoder
 from leap.core.model import LeapModel
 from leap.core.trace import capture_trace
 from leap.redundancy.base import compute_metrics, redundancy_metrics
-from leap.redundancy.space import build_search_space
+from leap.redundancy.build import SpaceSettings, space_from_metrics
 from leap.redundancy.zones import ZoneSettings
 
 __all__ = ["RedundancyReport", "analyse", "observation1", "prompt_ids"]
@@ -47,6 +47,8 @@ class RedundancyReport:
     space_size: int
     by_category: dict[str, dict] = field(default_factory=dict)
     observation1: dict = field(default_factory=dict)
+    zone_metric: str = "residual-ratio"
+    group_metric: str = "ear-gain"
 
     @property
     def zone_agreement(self) -> dict[str, float]:
@@ -68,11 +70,13 @@ class RedundancyReport:
             "by_category": self.by_category,
             "zone_agreement": self.zone_agreement,
             "observation1": self.observation1,
+            "zone_metric": self.zone_metric,
+            "group_metric": self.group_metric,
         }
 
 
-def _space(metrics: dict[str, np.ndarray], settings: ZoneSettings, zones: bool, groups: bool):
-    return build_search_space(metrics["residual-ratio"], metrics["ear-gain"], settings, zones=zones, groups=groups)
+def _space(metrics: dict[str, np.ndarray], settings: SpaceSettings):
+    return space_from_metrics(metrics, settings)
 
 
 def analyse(
@@ -85,8 +89,13 @@ def analyse(
     groups: bool = True,
     chat: bool = True,
     progress: Callable[[str], None] | None = None,
+    zone_metric: str = "residual-ratio",
+    group_metric: str = "ear-gain",
+    metric_args: dict | None = None,
 ) -> RedundancyReport:
-    """Metrics from one prefill per prompt (the decoder's own), averaged overall and per category."""
+    """Metrics from one prefill per prompt (the decoder's own), averaged overall and per category;
+    zones and groups from ``zone_metric`` / ``group_metric`` (:mod:`leap.redundancy.build`)."""
+    space_settings = SpaceSettings(zone_metric, group_metric, metric_args or {}, settings, zones, groups)
     decoder = SelfSpecDecoder(model, None)
     traces: dict[str, list] = {}
     for row in rows:
@@ -95,12 +104,12 @@ def analyse(
         if progress:
             progress(row["category"])
     everything = [t for ts in traces.values() for t in ts]
-    overall = compute_metrics(everything)
-    space = _space(overall, settings, zones, groups)
+    overall = compute_metrics(everything, metric_args=metric_args)
+    space = _space(overall, space_settings)
     by_category = {}
     for cat, ts in traces.items():
-        m = compute_metrics(ts)
-        s = _space(m, settings, zones, groups)
+        m = compute_metrics(ts, metric_args=metric_args)
+        s = _space(m, space_settings)
         by_category[cat] = {
             "prompts": len(ts),
             "zones": [z.value for z in s.zones],
@@ -110,7 +119,8 @@ def analyse(
     return RedundancyReport(
         model=model.name, num_layers=model.num_layers, prompts=len(everything),
         metrics={k: v.tolist() for k, v in overall.items()}, zones=[z.value for z in space.zones],
-        groups=space.groups, space_size=space.size(), by_category=by_category,
+        groups=space.groups, space_size=space.size(), by_category=by_category, zone_metric=zone_metric,
+        group_metric=group_metric,
     )
 
 

@@ -11,7 +11,6 @@ metrics: a layer can change its input a lot through its MLP while its attention 
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import numpy as np
@@ -21,11 +20,6 @@ from leap.core.device import to_numpy
 from leap.redundancy.base import RedundancyMetric, redundancy_metrics
 
 __all__ = ["AttentionEntropy"]
-
-
-def _rotary_fn(attn_module):
-    module = importlib.import_module(type(attn_module).__module__)
-    return module.apply_rotary_pos_emb
 
 
 @redundancy_metrics.register("attention-entropy")
@@ -41,16 +35,10 @@ class AttentionEntropy(RedundancyMetric):
         values = []
         with torch.inference_mode():
             for l in range(trace.num_layers):
-                layer = model.layers[l]
-                attn = layer.self_attn
-                x = layer.input_layernorm(trace.hidden[l].to(model.dtype).unsqueeze(0))  # [1, N, d]
-                n = x.shape[1]
-                q = attn.q_proj(x).view(1, n, -1, attn.head_dim).transpose(1, 2)  # [1, H, N, hd]
-                cos, sin = model.rotary_emb(x, position_ids=positions)
-                q, _ = _rotary_fn(attn)(q, q, cos, sin)
+                q = model.attention_queries(l, trace.hidden[l], positions)  # [H, N, hd]
                 keys = trace.keys[l].to(q.dtype)  # [KVH, P, hd]
-                keys = keys.repeat_interleave(q.shape[1] // keys.shape[0], dim=0)
-                scores = (q[0] @ keys.transpose(-1, -2)).float() * attn.scaling  # [H, N, P]
+                keys = keys.repeat_interleave(q.shape[0] // keys.shape[0], dim=0)
+                scores = (q @ keys.transpose(-1, -2)).float() * model.attention_scaling(l)  # [H, N, P]
                 visible = torch.arange(keys.shape[1], device=q.device).view(1, -1) <= positions.view(-1, 1)
                 scores = scores.masked_fill(~visible, float("-inf"))
                 p = torch.softmax(scores, dim=-1)

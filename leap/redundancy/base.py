@@ -14,7 +14,7 @@ instantiates each named metric and calls :meth:`RedundancyMetric.compute` on a t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -52,6 +52,15 @@ class RedundancyMetric:
         values = np.asarray(self.compute(trace), dtype=float)
         return values if self.higher_is_redundant else -values
 
+    def importance(self, values) -> np.ndarray:
+        """Per-layer importance on the scale LEAP's zone and group rules read, from this metric's values
+        (:mod:`leap.redundancy.build`): by default the negated redundancy scaled to [0, 1] (constant
+        values give zeros). LEAP's own metrics override it to pass their raw values."""
+        values = np.asarray(values, dtype=float)
+        imp = -values if self.higher_is_redundant else values
+        span = float(imp.max() - imp.min()) if imp.size else 0.0
+        return (imp - imp.min()) / span if span > 0 else np.zeros_like(imp)
+
 
 redundancy_metrics: Registry[type[RedundancyMetric]] = Registry(
     "redundancy metric",
@@ -65,19 +74,22 @@ redundancy_metrics: Registry[type[RedundancyMetric]] = Registry(
 )
 
 
-def make_metric(name: str) -> RedundancyMetric:
-    return redundancy_metrics.create(name)
+def make_metric(name: str, **kwargs) -> RedundancyMetric:
+    """The metric called ``name``, built with constructor arguments ``kwargs``."""
+    return redundancy_metrics.create(name, **kwargs)
 
 
-def compute_metrics(traces, names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+def compute_metrics(traces, names: Iterable[str] | None = None,
+                    metric_args: Mapping[str, Mapping] | None = None) -> dict[str, np.ndarray]:
     """``{name: values}`` for the named metrics (default: every registered one).
 
     ``traces`` is one :class:`~leap.core.trace.LayerTrace` or a sequence of them (several prompts),
-    in which case each metric is the mean over traces.
+    in which case each metric is the mean over traces. ``metric_args`` holds constructor arguments
+    per metric name.
     """
     batch = list(traces) if isinstance(traces, (list, tuple)) else [traces]
     out = {}
     for name in redundancy_metrics.names() if names is None else names:
-        metric = make_metric(name)
+        metric = make_metric(name, **dict((metric_args or {}).get(name, {})))
         out[name] = np.mean([np.asarray(metric.compute(t), dtype=float) for t in batch], axis=0)
     return out

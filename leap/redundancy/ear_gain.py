@@ -41,6 +41,10 @@ class EarGain(RedundancyMetric):
     name = "ear-gain"
     higher_is_redundant = False
 
+    def importance(self, values) -> np.ndarray:
+        """Raw values: LEAP's zone and group rules were written for this metric's own scale."""
+        return np.asarray(values, dtype=float)
+
     def compute(self, trace) -> np.ndarray:
         ear = expected_accept_lengths(trace)
         return np.diff(ear, prepend=0.0)

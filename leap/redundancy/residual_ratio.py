@@ -23,6 +23,10 @@ class ResidualRatio(RedundancyMetric):
     higher_is_redundant = False
     identity_is_most_redundant = True
 
+    def importance(self, values) -> np.ndarray:
+        """Raw values: LEAP's zone and group rules were written for this metric's own scale."""
+        return np.asarray(values, dtype=float)
+
     def compute(self, trace) -> np.ndarray:
         return to_numpy(torch.stack([
             (trace.hidden[l + 1] - trace.hidden[l]).norm() / (trace.hidden[l].norm() + 1e-8)

@@ -57,7 +57,14 @@ class DecisionUnit:
 
 
 class SearchSpace:
-    """Decision units covering layers ``0..L-1`` exactly once, in order."""
+    """Decision units covering layers ``0..L-1`` exactly once, in order.
+
+    The typed seam for a drafter dimension (:class:`leap.search.drafter_space.JointSpace`): ``options``
+    (the drafter options searched jointly with the layers; empty here), ``layer_space`` (the layer part;
+    this space itself here) and :meth:`canonical`. Agents read these instead of checking the class.
+    """
+
+    options: tuple = ()
 
     def __init__(self, units: Sequence[DecisionUnit], metrics: Mapping[str, Sequence[float]] | None = None) -> None:
         self.units = tuple(units)
@@ -80,6 +87,15 @@ class SearchSpace:
         return cls(units, **kwargs)
 
     # ----------------------------------------------------------------- views
+    @property
+    def layer_space(self) -> SearchSpace:
+        """The layer part of the space (a joint space's layers; this space itself here)."""
+        return self
+
+    def canonical(self, choice: Sequence[int]) -> tuple[int, ...]:
+        """The representative of the choices that decode alike (every choice is its own here)."""
+        return tuple(int(a) for a in choice)
+
     @property
     def zones(self) -> list[Zone]:
         return [u.zone for u in self.units for _ in u.layers]

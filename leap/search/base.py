@@ -6,15 +6,25 @@ environment or a benchmark loop):
 1. ``agent = make_agent("mcts", space, seed=0)`` - the agent gets the
    :class:`~leap.redundancy.space.SearchSpace` (zones, groups, allowed actions) and a seed; it never
    touches global random state (``self.rng`` is its own ``numpy.random.Generator``).
-2. ``agent.on_prompt(probe)`` - a new prompt starts; ``probe`` is a
-   :class:`~leap.core.probe.ContextProbe` (or None in model-free loops) for agents that score
-   configurations on the context (SWIFT, CLaSP). Default: nothing.
+2. ``agent.on_prompt(probe)`` - a new prompt starts; ``probe`` is a :class:`~leap.core.probe.Probe`
+   (the runner passes a :class:`~leap.core.probe.ContextProbe`; None in model-free loops) for agents
+   that score configurations on the context (SWIFT, CLaSP): ``committed``, ``matchness``,
+   ``target_states``, ``run_layer`` - never the decoder's internals. Default: nothing.
 3. loop: ``config = agent.ask(history)`` -> a :class:`~leap.core.config.LayerConfig` inside the space,
    or ``None`` for a plain decoding step; the runner runs one real draft/verify step under it,
    appends ``(config, reward)`` to the read-only :class:`~leap.search.history.SearchHistory`, then
-   calls ``agent.tell(config, reward, history)``.
+   calls ``agent.record(config, reward, history)``, which keeps the base class's convergence
+   bookkeeping and then calls the agent's own ``tell`` - so an agent that overrides ``tell`` (with
+   or without ``super()``) still converges.
 4. ``agent.converged(history)`` -> stop searching; ``agent.best(history)`` -> the configuration to
-   fix for the rest of the prompt (the runner falls back to plain decoding when it does not pay).
+   fix for the rest of the prompt, which must be one the history holds, or None (the runner raises a
+   :class:`~leap.core.errors.SettingsError` naming the agent otherwise, and falls back to plain
+   decoding when the best one does not pay).
+
+Class attributes an agent declares: ``persistent`` (False: a new agent per prompt, on that prompt's
+space; True: one agent for the whole stream of prompts, as SWIFT and CLaSP search once over the data
+stream) and :meth:`SearchAgent.space_for` (the space it searches: LEAP's zones and groups from the
+prompt's prefill by default; SWIFT and CLaSP use every layer but the first and last).
 
 Only :meth:`SearchAgent.ask` is required. A complete agent::
 
@@ -43,6 +53,7 @@ import numpy as np
 
 from leap.core.config import LayerConfig
 from leap.core.registry import Registry
+from leap.core.probe import Probe
 from leap.redundancy.space import SearchSpace
 from leap.search.history import SearchHistory
 
@@ -60,6 +71,21 @@ class SearchAgent:
     """
 
     name = "base"
+    persistent = False  # True: one agent across prompts (its state carries over); see the module docstring
+
+    @classmethod
+    def space_for(cls, trace: Any, num_layers: int, *, zones: bool = True, groups: bool = True,
+                  **space_kwargs: Any) -> SearchSpace:
+        """The space this agent searches for a prompt with prefill ``trace`` (LEAP's by default;
+        ``space_kwargs``: ``zone_metric``, ``group_metric``, ``metric_args`` of
+        :func:`leap.search.runner.build_space`)."""
+        from leap.search.runner import build_space
+
+        if trace is None:
+            from leap.core.errors import SettingsError
+
+            raise SettingsError(f"{cls.name}: LEAP's search space needs a prefill trace; the prompt must have 2+ tokens")
+        return build_space(trace, zones=zones, groups=groups, **space_kwargs)
 
     def __init__(self, space: SearchSpace, *, seed: int | None = None, patience: int = 6,
                  min_iterations: int = 8) -> None:
@@ -78,15 +104,20 @@ class SearchAgent:
 
     # ------------------------------------------------------------------ optional
     def tell(self, config: LayerConfig | None, reward: float, history: SearchHistory) -> None:
-        """Feedback for a configuration :meth:`ask` proposed; ``history`` already holds it."""
+        """Feedback for a configuration :meth:`ask` proposed; ``history`` already holds it (default: nothing)."""
+
+    # ------------------------------------------------------------------ called by the runner, not overridden
+    def record(self, config: LayerConfig | None, reward: float, history: SearchHistory) -> None:
+        """What the runner calls after each trial: the convergence bookkeeping, then :meth:`tell`."""
         best = history.best()
         key = best[0] if best else None
         if key == self._best_seen:
             self._unchanged += 1
         else:
             self._best_seen, self._unchanged = key, 0
+        self.tell(config, reward, history)
 
-    def on_prompt(self, probe: Any | None) -> None:
+    def on_prompt(self, probe: Probe | None) -> None:
         """A new prompt starts; ``probe`` scores configurations on its context (may be None)."""
 
     def converged(self, history: SearchHistory) -> bool:

@@ -24,9 +24,7 @@ __all__ = ["BayesAgent", "encode_choice"]
 
 def encode_choice(space: SearchSpace, choice) -> np.ndarray:
     """GP features: each unit's action index scaled to [0, 1]; a drafter option (JointSpace) one-hot."""
-    from leap.search.drafter_space import JointSpace
-
-    if isinstance(space, JointSpace):
+    if space.options:
         choice = space.canonical(choice)
         units = [a / max(n - 1, 1) for a, n in zip(choice[:-1], space.layer_space.action_counts)]
         return np.array(units + [float(choice[-1] == i) for i in range(len(space.options))], dtype=float)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from leap.core.config import LayerAction, LayerConfig
+from leap.core.probe import Probe
 from leap.redundancy.space import SearchSpace
 from leap.search.base import SearchAgent, search_agents
 from leap.search.history import SearchHistory
@@ -62,6 +63,14 @@ class ClaspAgent(SearchAgent):
     """CLaSP: skip set from a DP on hidden-state cosine similarity, re-run every ``interval`` steps."""
 
     name = "clasp"
+    persistent = True  # searches once over the stream of prompts
+
+    @classmethod
+    def space_for(cls, trace, num_layers: int, *, zones: bool = True, groups: bool = True, **space_kwargs) -> SearchSpace:
+        """Its own space: every layer but the first and last skippable (no zones, no groups)."""
+        from leap.search.runner import baseline_space
+
+        return baseline_space(num_layers)
 
     def __init__(self, space: SearchSpace, *, seed: int | None = None, num_skip: int = 4, interval: int = 1,
                  **kwargs: Any) -> None:
@@ -89,7 +98,7 @@ class ClaspAgent(SearchAgent):
             self.rng.shuffle(layers)
         return self._config(sorted(layers[: self.num_skip]))
 
-    def on_prompt(self, probe: Any | None) -> None:
+    def on_prompt(self, probe: Probe | None) -> None:
         self.probe, self.steps = probe, 0
 
     def ask(self, history: SearchHistory) -> LayerConfig | None:

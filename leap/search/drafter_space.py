@@ -31,6 +31,7 @@ import numpy as np
 
 from leap.core.config import LayerConfig
 from leap.core.errors import ConfigError, SettingsError
+from leap.core.options import parse_spec
 from leap.redundancy.space import SearchSpace
 
 __all__ = ["DrafterOption", "DraftChoice", "JointSpace", "with_drafters", "parse_option", "DEFAULT_DRAFTERS"]
@@ -71,19 +72,8 @@ def parse_option(text: str | DrafterOption) -> DrafterOption:
     """``name`` or ``name:key=value,...`` (JSON values, else strings) -> :class:`DrafterOption`."""
     if isinstance(text, DrafterOption):
         return text
-    name, _, rest = str(text).strip().partition(":")
-    if not name:
-        raise SettingsError(f"a drafter option needs a name, got {text!r}; e.g. prompt-lookup:num_tokens=4")
-    params = []
-    for item in filter(None, (x.strip() for x in rest.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SettingsError(f"drafter option {text!r}: parameters are key=value, got {item!r}")
-        try:
-            params.append((key.strip(), json.loads(value)))
-        except json.JSONDecodeError:
-            params.append((key.strip(), value.strip()))
-    return DrafterOption(name, tuple(sorted(params)))
+    name, kwargs = parse_spec(text, separator=",", what="drafter option (e.g. prompt-lookup:num_tokens=4)")
+    return DrafterOption(name, tuple(sorted(kwargs.items())))
 
 
 @dataclass(frozen=True)
@@ -107,7 +97,7 @@ class JointSpace(SearchSpace):
 
     def __init__(self, layer_space: SearchSpace, options: Sequence[str | DrafterOption]) -> None:
         super().__init__(layer_space.units, metrics=layer_space.metrics)
-        self.layer_space = layer_space
+        self._layers = layer_space
         self.options = tuple(parse_option(o) for o in options)
         if not self.options:
             raise SettingsError("a drafter search needs at least one drafter option")
@@ -115,6 +105,10 @@ class JointSpace(SearchSpace):
             raise SettingsError(f"drafter options repeat: {[o.label for o in self.options]}")
 
     # ----------------------------------------------------------------- views
+    @property
+    def layer_space(self) -> SearchSpace:
+        return self._layers
+
     @property
     def action_counts(self) -> list[int]:
         return [*self.layer_space.action_counts, len(self.options)]
@@ -205,5 +199,5 @@ def with_drafters(space: SearchSpace, options: Sequence[str | DrafterOption] = D
 
 def option_count(space: SearchSpace) -> int:
     """How many drafter options a space has (0 for a plain layer space)."""
-    return len(space.options) if isinstance(space, JointSpace) else 0
+    return len(space.options)
 

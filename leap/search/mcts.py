@@ -35,7 +35,6 @@ import numpy as np
 from leap.core.config import LayerAction, LayerConfig
 from leap.redundancy.space import SearchSpace
 from leap.search.base import SearchAgent, search_agents
-from leap.search.drafter_space import JointSpace
 from leap.search.history import SearchHistory
 
 __all__ = ["MCTSSettings", "Tree", "MCTSAgent", "shaped_reward", "select_child"]
@@ -133,7 +132,7 @@ class Tree:
 def _ratio_bounds(space: SearchSpace, prefix: list[int]) -> tuple[float, float] | None:
     """Smallest and largest layer ratio reachable from a partial choice (a tree path); None when the
     path chose a model-free drafter (no layer ratio to keep in the band)."""
-    if isinstance(space, JointSpace):
+    if space.options:
         if not prefix:
             return None
         if not space.options[prefix[0]].uses_layers:
@@ -185,7 +184,7 @@ class MCTSAgent(SearchAgent):
     # unit levels follow; a model-free option's node is a leaf (its layer actions do not matter).
     @property
     def _offset(self) -> int:
-        return 1 if isinstance(self.space, JointSpace) else 0
+        return 1 if self.space.options else 0
 
     def _leaf_depth(self, path: list[int]) -> int:
         if self._offset and path and not self.space.options[path[0]].uses_layers:

@@ -41,11 +41,11 @@ from leap.core.errors import SettingsError
 from leap.core.outcome import GenerationOutcome, StepRecord
 from leap.core.probe import ContextProbe
 from leap.core.trace import LayerTrace
-from leap.redundancy.base import compute_metrics
-from leap.redundancy.space import DecisionUnit, SearchSpace, build_search_space
+from leap.redundancy.build import SPACE_METRICS, SpaceSettings, space_from_traces
+from leap.redundancy.space import DecisionUnit, SearchSpace
 from leap.redundancy.zones import ZONE_ACTIONS, Zone, ZoneSettings
 from leap.search.base import SearchAgent
-from leap.search.drafter_space import DraftChoice, DrafterOption, JointSpace
+from leap.search.drafter_space import DraftChoice, DrafterOption
 from leap.search.history import SearchHistory
 from leap.search.reward import CostModelSpeedup, MeasuredSpeedup
 
@@ -110,17 +110,15 @@ def baseline_space(num_layers: int) -> SearchSpace:
     return SearchSpace(units)
 
 
-SPACE_METRICS = ("residual-ratio", "ear-gain", "cosine")
-
-
 def build_space(trace, *, zones: bool = True, groups: bool = True, settings: ZoneSettings = ZoneSettings(),
-                metrics: Sequence[str] | None = SPACE_METRICS) -> SearchSpace:
-    """LEAP's search space from a prefill trace (or a list of traces). Zones and groups need R and
-    Delta L; ``cosine`` is kept for the agents that rank units by it; ``metrics=None`` computes every
-    registered metric (the environment's observation)."""
-    metrics = compute_metrics(trace, metrics)
-    return build_search_space(metrics["residual-ratio"], metrics["ear-gain"], settings, zones=zones,
-                              groups=groups, metrics=metrics)
+                metrics: Sequence[str] | None = SPACE_METRICS, zone_metric: str = "residual-ratio",
+                group_metric: str = "ear-gain", metric_args: dict | None = None) -> SearchSpace:
+    """LEAP's search space from a prefill trace (or a list of traces), built by
+    :func:`leap.redundancy.build.space_from_traces`: ``zone_metric`` fills LEAP's R role, ``group_metric``
+    its Delta L role; ``cosine`` is kept for the agents that rank units by it; ``metrics=None`` computes
+    every registered metric (the environment's observation)."""
+    return space_from_traces(trace, SpaceSettings(zone_metric, group_metric, metric_args or {}, settings, zones,
+                                                  groups), metrics)
 
 
 class OnlineSearch:
@@ -175,9 +173,8 @@ class OnlineSearch:
         probe = ContextProbe(session)
         t0 = clock()
         self.agent.on_prompt(probe)
-        if isinstance(self.agent.space, JointSpace):  # stateful drafters learn from every step of the prompt
-            for option in self.agent.space.options:
-                session.attach(self._drafter(option))
+        for option in self.agent.space.options:  # stateful drafters learn from every step of the prompt
+            session.attach(self._drafter(option))
         overhead += clock() - t0
 
         # t_base: plain steps after one untimed warm-up step (the first step after a prefill runs
@@ -203,7 +200,7 @@ class OnlineSearch:
             history.record(config, r, committed=sum(x.committed for x in steps), drafted=sum(x.drafted for x in steps),
                            accepted=sum(x.accepted for x in steps), time_s=sum(x.time_s for x in steps))
             t0 = clock()
-            self.agent.tell(config, r, history)
+            self.agent.record(config, r, history)
             converged = self.agent.converged(history)
             overhead += clock() - t0
             iterations += 1
@@ -241,5 +238,8 @@ class OnlineSearch:
         if best is None:
             return None
         means = history.mean_rewards()
-        mean = means[best][0] if best in means else float("-inf")
-        return best if mean >= self.settings.min_speedup else None
+        if best not in means:
+            raise SettingsError(f"search agent {self.agent.name!r} ({type(self.agent).__name__}): best() returned "
+                                f"{best}, which was never tried; best() must return a configuration from the "
+                                "history (its measured reward decides the fallback) or None")
+        return best if means[best][0] >= self.settings.min_speedup else None

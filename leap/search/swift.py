@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from leap.core.config import LayerAction, LayerConfig
+from leap.core.probe import Probe
 from leap.redundancy.space import SearchSpace
 from leap.search.base import SearchAgent, search_agents
 from leap.search.gp import GaussianProcess, upper_confidence_bound
@@ -36,6 +37,14 @@ class SwiftAgent(SearchAgent):
     """SWIFT: random search + BO over fixed-size skip sets, scored by matchness; state kept across prompts."""
 
     name = "swift"
+    persistent = True  # searches once over the stream of prompts
+
+    @classmethod
+    def space_for(cls, trace, num_layers: int, *, zones: bool = True, groups: bool = True, **space_kwargs) -> SearchSpace:
+        """Its own space: every layer but the first and last skippable (no zones, no groups)."""
+        from leap.search.runner import baseline_space
+
+        return baseline_space(num_layers)
 
     def __init__(self, space: SearchSpace, *, seed: int | None = None, skip_ratio: float = 0.45,
                  bo_interval: int = 25, target: float = 0.93, max_tolerance: int = 300, max_opt: int = 1000,
@@ -86,7 +95,7 @@ class SwiftAgent(SearchAgent):
         else:
             self.tolerance += 1
 
-    def on_prompt(self, probe: Any | None) -> None:
+    def on_prompt(self, probe: Probe | None) -> None:
         self.probe = probe
 
     def ask(self, history: SearchHistory) -> LayerConfig | None:

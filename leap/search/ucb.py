@@ -18,15 +18,15 @@ Every arm is tried once, in order, before any is repeated; then ``argmax mean + 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from leap.core.config import LayerAction, LayerConfig
+from leap.core.ucb1 import ucb1_choice
 from leap.redundancy.space import SearchSpace
 from leap.search.base import SearchAgent, search_agents
-from leap.search.drafter_space import DraftChoice, JointSpace
+from leap.search.drafter_space import DraftChoice
 from leap.search.history import SearchHistory
 
 __all__ = ["UCBAgent", "nested_skip_arms"]
@@ -58,7 +58,7 @@ def nested_skip_arms(space: SearchSpace, n_arms: int, metric: str = "cosine") ->
 def _arms(space: SearchSpace, n_arms: int, metric: str) -> list:
     """Nested skip sets; with a drafter dimension, each model-free option is one arm and each option
     that uses layers gets the nested skip sets."""
-    if not isinstance(space, JointSpace):
+    if not space.options:
         return nested_skip_arms(space, n_arms, metric)
     layered = nested_skip_arms(space.layer_space, n_arms, metric)
     return [DraftChoice(o, c) for o in space.options for c in (layered if o.uses_layers else [None])]
@@ -85,14 +85,7 @@ class UCBAgent(SearchAgent):
             return None
 
     def ask(self, history: SearchHistory) -> LayerConfig | None:
-        for arm, n in enumerate(self.counts):
-            if n == 0:
-                return self.arms[arm]
-        t = sum(self.counts)
-        scores = [s / n + self.c * math.sqrt(2 * math.log(t) / n) for s, n in zip(self.sums, self.counts)]
-        best = max(scores)
-        ties = [i for i, s in enumerate(scores) if s == best]
-        return self.arms[ties[int(self.rng.integers(len(ties)))]]
+        return self.arms[ucb1_choice(self.counts, self.sums, self.c, self.rng)]
 
     def tell(self, config: LayerConfig | None, reward: float, history: SearchHistory) -> None:
         super().tell(config, reward, history)

@@ -93,6 +93,9 @@ def test_empty_prompts_are_refused(tiny_llama):
 # ---------------------------------------------------------------- v1: the drafter dimension
 def test_v1_ids_keep_v0_and_add_the_drafter_dimension(tiny_llama):
     assert gym.registry["LeapLayerSearch-v1"].nondeterministic
+    for new, old in (("LeapDrafterSearch-v0", "LeapLayerSearch-v1"), ("LeapDrafterSearchCost-v0", "LeapLayerSearchCost-v1")):
+        assert gym.registry[new].entry_point == gym.registry[old].entry_point  # the new name and its alias
+        assert gym.registry[new].kwargs == gym.registry[old].kwargs
     env = gym.make("LeapLayerSearchCost-v1", model=tiny_llama, prompts=PROMPTS, max_new_tokens=12, step_budget=5,
                    drafters=["layer-skip", "prompt-lookup", "suffix"])
     u = len(env.unwrapped.space.units)

@@ -76,3 +76,21 @@ def test_bad_prompt_file(tmp_path, model_dir, capsys):
     assert "needs question_id, category and non-empty turns" in capsys.readouterr().err
     assert main(["redundancy", "--model", model_dir, "--prompts", str(tmp_path / "none.jsonl")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_an_imported_metric_drives_the_zones(model_dir, capsys):
+    """--import registers a metric defined in a test module; --zone-metric puts it in LEAP's R role."""
+    from leap.redundancy.base import redundancy_metrics
+
+    try:
+        rc = main(["redundancy", "--model", model_dir, "--per-category", "1", "--categories", "qa", "--json",
+                   "--import", "tests.redundancy.plugin_metric", "--zone-metric", "test-layer-index",
+                   "--metric-arg", "test-layer-index:scale=2.0"])
+        assert rc == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["metrics"]["test-layer-index"] == [2.0 * i for i in range(6)]  # its constructor argument
+        assert data["zone_metric"] == "test-layer-index" and data["group_metric"] == "ear-gain"
+        assert data["zones"][:3] == ["early"] * 3 and data["zones"][-2:] == ["final"] * 2
+    finally:
+        redundancy_metrics.remove("test-layer-index")
+    assert main(["redundancy", "--model", model_dir, "--zone-metric", "no-such-metric"]) == 2

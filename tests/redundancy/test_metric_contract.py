@@ -83,3 +83,34 @@ def test_per_position_metrics_are_invariant_to_position_order(model):
     shuffled = type(trace)([h[perm] for h in trace.hidden], trace.keys, [trace.positions[i] for i in perm], model)
     for name in ("residual-ratio", "cosine", "attention-entropy"):
         assert np.allclose(make_metric(name).compute(trace), make_metric(name).compute(shuffled), atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def deep_trace():
+    return capture_trace(tiny_model("llama", layers=12, eos_token_id=None), PROMPT, positions=8)
+
+
+@pytest.mark.parametrize("role", ["zone_metric", "group_metric"])
+@pytest.mark.parametrize("name", redundancy_metrics.names())
+def test_every_metric_can_drive_zones_and_groups(deep_trace, name, role):
+    """Any registered metric in either of LEAP's roles gives a space that obeys the zone rules."""
+    from leap.redundancy.build import SpaceSettings, space_from_traces
+    from leap.redundancy.zones import Zone
+
+    space = space_from_traces(deep_trace, SpaceSettings(**{role: name}))
+    zones = space.zones
+    assert zones[:3] == [Zone.EARLY] * 3 and zones[-2:] == [Zone.FINAL] * 2
+    assert [layer for group in space.groups for layer in group] == list(range(12))  # a partition, in order
+    assert all(len({zones[l] for l in group}) == 1 for group in space.groups)  # groups never cross zones
+    importance = make_metric(name).importance(compute_metrics(deep_trace, [name])[name])
+    assert importance.shape == (12,) and np.isfinite(importance).all()
+
+
+def test_the_zone_metric_changes_the_zones(deep_trace):
+    """Negative control: the role is really filled by the named metric (cosine gives other zones than R here)."""
+    from leap.redundancy.build import SpaceSettings, space_from_traces
+
+    default = space_from_traces(deep_trace)
+    others = {n: space_from_traces(deep_trace, SpaceSettings(zone_metric=n, group_metric=n)).zones
+              for n in redundancy_metrics.names() if n not in ("residual-ratio", "ear-gain")}
+    assert any(z != default.zones for z in others.values())

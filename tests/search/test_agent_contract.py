@@ -23,7 +23,7 @@ def _run(agent, n, history=None):
         proposals.append(config)
         r = reward_of(config)
         history.record(config, r)
-        agent.tell(config, r, history)
+        agent.record(config, r, history)
     return proposals, history
 
 
@@ -61,7 +61,7 @@ def test_tell_never_changes_history(name, space, seed):
     before = history.trials
     config = agent.ask(history)
     frozen = copy.deepcopy(history.trials)
-    agent.tell(config, 1.0, history)
+    agent.record(config, 1.0, history)
     assert history.trials == frozen == before
 
 
@@ -98,3 +98,87 @@ def test_unknown_agent_lists_the_registered_ones():
 
     with pytest.raises(UnknownNameError, match="registered: bayes, clasp, mcts"):
         make_agent("nope", build_search_space(np.ones(6), np.zeros(6)))
+
+
+def _plain_space():
+    import numpy as np
+
+    from leap.redundancy import build_search_space
+
+    return build_search_space(np.linspace(1, 0, 12), np.zeros(12) + 0.01, metrics={"cosine": np.linspace(0, 1, 12)})
+
+
+def test_an_agent_that_overrides_tell_without_super_still_converges():
+    from leap.search import SearchAgent
+
+    class Forgetful(SearchAgent):
+        """always proposes plain decoding; its tell forgets super()"""
+
+        def ask(self, history):
+            return None
+
+        def tell(self, config, reward, history):
+            self.last = reward  # no super().tell(...)
+
+    agent = Forgetful(_plain_space(), patience=3, min_iterations=4)
+    _, history = _run(agent, 4)
+    assert agent.converged(history) and agent.last == 1.0
+
+
+def test_a_declared_persistent_agent_keeps_its_state_across_prompts(tiny_llama):
+    from leap.core import SelfSpecDecoder
+    from leap.search import SearchAgent
+    from leap.search.factory import agent_factory
+    from leap.search.runner import OnlineSearch, SearchSettings
+
+    @search_agents.register("test-counting")
+    class Counting(SearchAgent):
+        """counts every trial it has been told about, over all prompts"""
+
+        persistent = True
+
+        def __init__(self, space, **kwargs):
+            super().__init__(space, **kwargs)
+            self.told = 0
+
+        def ask(self, history):
+            return None
+
+        def tell(self, config, reward, history):
+            self.told += 1
+
+    try:
+        runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), agent_factory("test-counting", 6, seed=0),
+                              SearchSettings(budget=3, give_up=0))
+        first = runner.generate([5, 6, 7, 8], max_new_tokens=12)
+        agent = runner.agent
+        second = runner.generate([9, 10, 11, 12], max_new_tokens=12)
+        assert runner.agent is agent and agent.told == first.iterations + second.iterations == 6
+        # a per-prompt agent (the default) starts afresh on each prompt
+        per_prompt = agent_factory("random", 6, seed=0)
+        assert per_prompt(SelfSpecDecoder(tiny_llama, None).start([5, 6, 7], trace_positions=4).trace) is not \
+            per_prompt(SelfSpecDecoder(tiny_llama, None).start([5, 6, 7], trace_positions=4).trace)
+    finally:
+        search_agents.remove("test-counting")
+
+
+def test_a_best_outside_the_history_is_a_clear_error(tiny_llama):
+    from leap.core import SelfSpecDecoder
+    from leap.core.errors import SettingsError
+    from leap.search import SearchAgent
+    from leap.search.runner import OnlineSearch, SearchSettings
+
+    class Liar(SearchAgent):
+        """tries plain decoding, then claims an untried configuration is best"""
+
+        name = "liar"
+
+        def ask(self, history):
+            return None
+
+        def best(self, history):
+            return LayerConfig.from_sets(6, skip=[2])
+
+    runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), Liar(_plain_space()), SearchSettings(budget=2, give_up=0))
+    with pytest.raises(SettingsError, match="'liar'.*never tried"):
+        runner.generate([5, 6, 7, 8], max_new_tokens=12)

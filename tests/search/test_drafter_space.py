@@ -60,7 +60,7 @@ def test_joint_agents_propose_only_valid_pairs(name, layer_space, options, seed,
             check_pair(space, pair)
         reward = 1.0 if pair is None else 1.5 - 0.1 * (i % 3) + (0.3 if pair.config is None else 0.0)
         history.record(pair, reward)
-        agent.tell(pair, reward, history)
+        agent.record(pair, reward, history)
     best = agent.best(history)
     assert best is None or space.from_config(best) is not None
 
@@ -78,7 +78,7 @@ def test_mcts_tries_every_drafter_option_first():
         pair = agent.ask(history)
         seen.append(pair.drafter.label)
         history.record(pair, 1.2)
-        agent.tell(pair, 1.2, history)
+        agent.record(pair, 1.2, history)
     assert sorted(seen) == sorted(options)
 
 
@@ -87,7 +87,7 @@ def test_option_parsing_and_errors():
     assert opt == DrafterOption("prompt-lookup", (("max_ngram", 2), ("num_tokens", 4)))
     assert opt.label == "prompt-lookup:max_ngram=2,num_tokens=4" and not opt.uses_layers
     assert parse_option("hybrid").uses_layers and not parse_option("hybrid:min_free=0").uses_layers
-    with pytest.raises(SettingsError, match="key=value"):
+    with pytest.raises(SettingsError, match="KEY=VALUE, got 'oops'"):
         parse_option("suffix:oops")
     from leap.redundancy import build_search_space
 

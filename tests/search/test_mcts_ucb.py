@@ -19,7 +19,7 @@ def _drive(agent, reward, n):
         config = agent.ask(history)
         r = reward(config)
         history.record(config, r)
-        agent.tell(config, r, history)
+        agent.record(config, r, history)
     return history
 
 
@@ -33,7 +33,7 @@ def test_mcts_tree_statistics(space, n, seed):
         config = agent.ask(history)
         r = float(np.random.default_rng(hash(str(config)) % 2**32).random() * 2)
         history.record(config, r)
-        agent.tell(config, r, history)
+        agent.record(config, r, history)
     tree = agent.tree
     assert tree.visits[0] == n  # root visits = iterations
     for node in range(1, len(tree.parent)):
@@ -87,6 +87,6 @@ def test_ucb_counts_and_round_robin(space, n, seed):
             assert config not in seen  # every arm once before any repeats
         seen.append(config)
         history.record(config, 1.0)
-        agent.tell(config, 1.0, history)
+        agent.record(config, 1.0, history)
     assert sum(agent.counts) == n
     assert agent.arms[0] is None  # plain decoding is an arm

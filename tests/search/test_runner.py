@@ -9,7 +9,7 @@ import pytest
 from leap.core import SelfSpecDecoder
 from leap.search import search_agents
 from leap.search.base import SearchAgent
-from leap.search.methods import agent_factory
+from leap.search.factory import agent_factory
 from leap.search.runner import OnlineSearch, SearchSettings
 
 PROMPT = [5, 9, 14, 22, 31, 40, 8, 7]

@@ -8,7 +8,7 @@ from leap.core import SelfSpecDecoder
 from leap.core.errors import SettingsError
 from leap.search.base import SearchAgent
 from leap.search.drafter_space import DraftChoice, JointSpace, parse_option
-from leap.search.methods import agent_factory
+from leap.search.factory import agent_factory
 from leap.search.runner import OnlineSearch, SearchSettings, baseline_space
 
 

@@ -48,6 +48,9 @@ class Drafter:
     #: whether the drafter reads the machine's costs (:meth:`use_costs`, called when it joins a session)
     needs_costs = False
     needs_logits = False  # True: observe() receives the verifier's logits after every step
+    #: the length of the context match behind the latest proposal (suffix, prompt lookup), or None for
+    #: drafters without a match signal; gated and select bucket their statistics by it
+    last_match: int | None = None
     tree_nodes = 0  # > 1: propose_tree() may return a branching tree of at most this many nodes
 
     def begin(self, prompt: Sequence[int]) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from leap.core.draft_tree import DraftTree
 from leap.core.drafters.base import Drafter, drafters, make_drafter
+from leap.core.drafters.match_buckets import MatchBuckets, bucket_of
 from leap.core.errors import SettingsError
 
 __all__ = ["Gated"]
@@ -39,7 +40,7 @@ class Gated(Drafter):
 
     def __init__(self, inner: str | Drafter = "suffix", min_accept: float = 0.3, retry: int = 8, max_bucket: int = 6,
                  prior: float = 1.0, decay: float = 0.1, **inner_kwargs: Any) -> None:
-        if inner in ("gated", "hybrid", "layer-skip"):
+        if inner == "gated" or (isinstance(inner, str) and drafters.get(inner).uses_layers):
             raise SettingsError("gated wraps a model-free drafter (suffix, prompt-lookup, token-recycling)")
         if min_accept < 0 or retry < 1 or max_bucket < 1 or not 0 < decay <= 1:
             raise SettingsError("gated needs min_accept >= 0, retry >= 1, max_bucket >= 1 and 0 < decay <= 1")
@@ -48,18 +49,21 @@ class Gated(Drafter):
         self.tree_nodes = self.inner.tree_nodes
         self.min_accept, self.retry, self.max_bucket = float(min_accept), int(retry), int(max_bucket)
         self.prior, self.decay = float(prior), float(decay)
-        self.mean: dict[int, float] = {}  # bucket -> weighted mean of accepted tokens per draft
-        self.drafts: dict[int, int] = {}  # bucket -> drafts verified
+        self.stats = MatchBuckets(self.prior, self.decay)  # bucket -> accepted tokens per verified draft
+        self.mean, self.drafts = self.stats.mean, self.stats.count  # views, for reports and tests
         self.skipped: dict[int, int] = {}  # bucket -> proposals withheld since the last draft
         self._bucket: int | None = None  # bucket of the draft now being verified
 
     def bucket(self, proposed: int) -> int:
-        match = getattr(self.inner, "last_match", None)
-        return min(self.max_bucket, int(match if match is not None else proposed))
+        return bucket_of(self.inner, proposed, self.max_bucket)
+
+    @property
+    def last_match(self) -> int | None:
+        return self.inner.last_match
 
     def pays(self, bucket: int) -> bool:
         """Whether to draft in ``bucket`` now (counts a withheld proposal when not)."""
-        if self.mean.get(bucket, self.prior) >= self.min_accept:
+        if self.stats.expected(bucket) >= self.min_accept:
             return True
         self.skipped[bucket] = self.skipped.get(bucket, 0) + 1
         if self.skipped[bucket] >= self.retry:
@@ -87,11 +91,7 @@ class Gated(Drafter):
         bucket, self._bucket = self._bucket, None
         if bucket is None or drafted == 0:
             return
-        n = self.drafts.get(bucket, 0) + 1
-        self.drafts[bucket] = n
-        rate = max(1.0 / n, self.decay)
-        mean = self.mean.get(bucket, self.prior)
-        self.mean[bucket] = mean + rate * (accepted - mean)
+        self.stats.learn(bucket, accepted)
 
     # ------------------------------------------------------------------ pass-through
     def begin(self, prompt: Sequence[int]) -> None:

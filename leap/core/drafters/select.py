@@ -30,13 +30,13 @@ select`` and the drafter dimension of the search (``--drafters "select;..."``) u
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import Any
 
 from leap.core.draft_tree import DraftTree
 from leap.core.drafters.base import Drafter, drafters, make_drafter
+from leap.core.drafters.match_buckets import MatchBuckets, bucket_of
 from leap.core.errors import SettingsError
+from leap.core.options import parse_spec
 
 __all__ = ["Select", "accepted_along"]
 
@@ -56,16 +56,7 @@ def accepted_along(tree: DraftTree, continuation: Sequence[int]) -> int:
 def _candidate(spec: str | Drafter) -> Drafter:
     if isinstance(spec, Drafter):
         return spec
-    name, _, rest = spec.strip().partition(":")
-    kwargs: dict[str, Any] = {}
-    for item in filter(None, rest.split("&")):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SettingsError(f"select: candidate parameters are key=value, got {item!r} in {spec!r}")
-        try:
-            kwargs[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            kwargs[key.strip()] = value.strip()
+    name, kwargs = parse_spec(spec, separator="&", what="select candidate")
     if name == "select" or drafters.get(name).uses_layers:
         raise SettingsError(f"select chooses among model-free drafters; {name!r} is not one")
     return make_drafter(name, **kwargs)
@@ -99,8 +90,8 @@ class Select(Drafter):
         self.min_gain = float(min_gain)
         self._costs = None  # the machine's Calibration, from use_costs
         self.decay, self.max_bucket, self.prior = float(decay), int(max_bucket), float(prior)
-        self.mean: dict[tuple[int, int], float] = {}  # (candidate, bucket) -> mean accepted length
-        self.count: dict[tuple[int, int], int] = {}
+        self.stats = MatchBuckets(self.prior, self.decay)  # (candidate, bucket) -> mean accepted length
+        self.mean, self.count = self.stats.mean, self.stats.count  # views, for reports and tests
         self.chosen: list[int] = [0] * len(self.candidates)  # drafts made with each candidate
         self.withheld = 0  # steps with a proposal but no expected gain: plain decoding
         self._open: list[tuple[int, int, int, DraftTree]] = []  # (start, candidate, bucket, tree) to score
@@ -115,20 +106,15 @@ class Select(Drafter):
             accepted = accepted_along(tree, after)
             if accepted < len(after) or accepted >= tree.depth or final:  # a mismatch, or fully covered
                 if len(after) or not final:
-                    self._learn((cand, bucket), accepted)
+                    self.stats.learn((cand, bucket), accepted)
             else:
                 still_open.append((start, cand, bucket, tree))
         self._open = still_open
 
-    def _learn(self, key: tuple[int, int], accepted: int) -> None:
-        n = self.count.get(key, 0) + 1
-        self.count[key] = n
-        mean = self.mean.get(key, self.prior)
-        self.mean[key] = mean + max(1.0 / n, self.decay) * (accepted - mean)
 
     def expected_gain(self, candidate: int, bucket: int, nodes: int) -> float:
         """Predicted speedup of a step drafting ``nodes`` tokens with ``candidate`` in ``bucket``."""
-        accepted = self.mean.get((candidate, bucket), self.prior)
+        accepted = self.stats.expected((candidate, bucket))
         return (1.0 + accepted) / self.step_cost(candidate, nodes)
 
     def step_cost(self, candidate: int, nodes: int) -> float:
@@ -152,8 +138,7 @@ class Select(Drafter):
             tree = cand.propose_tree(tokens, max_depth)
             if not len(tree):
                 continue
-            match = getattr(cand, "last_match", None)
-            bucket = min(self.max_bucket, int(match if match else len(tree)))
+            bucket = bucket_of(cand, len(tree), self.max_bucket)
             self._open.append((start, i, bucket, tree))
             gain = self.expected_gain(i, bucket, len(tree))
             if best is None or gain > best[0]:

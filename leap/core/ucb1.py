@@ -1,0 +1,29 @@
+"""UCB1 (Auer, Cesa-Bianchi and Fischer, 2002, "Finite-time Analysis of the Multiarmed Bandit Problem"):
+the one implementation of leap's bandits.
+
+Every arm is tried once, in order, before any is repeated; then the arm maximising
+``mean + c sqrt(2 ln t / n)`` (``t`` pulls in all, ``n`` of this arm). Ties go to the first arm, or to
+a random one among them when a NumPy generator is given.
+
+Who calls what: the ``ucb`` search agent (:mod:`leap.search.ucb`) over configurations, the ``bandit``
+draft-length policy (:mod:`leap.core.policy_bandit`) over policies.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+__all__ = ["ucb1_choice"]
+
+
+def ucb1_choice(counts: Sequence[int], sums: Sequence[float], c: float, rng=None) -> int:
+    """The arm UCB1 pulls next, given each arm's pulls ``counts`` and reward ``sums``."""
+    for arm, n in enumerate(counts):
+        if n == 0:
+            return arm
+    t = sum(counts)
+    scores = [s / n + c * math.sqrt(2 * math.log(t) / n) for s, n in zip(sums, counts)]
+    best = max(scores)
+    ties = [i for i, s in enumerate(scores) if s == best]
+    return ties[int(rng.integers(len(ties)))] if rng is not None and len(ties) > 1 else ties[0]
