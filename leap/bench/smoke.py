@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from leap.bench.provenance import provenance
 from leap.core.device import synchronize, wall_clock
 from leap.core.errors import SettingsError
 
@@ -142,7 +143,7 @@ def run_smoke(settings: SmokeSettings, progress: Callable[[str], None] | None = 
         "torch": torch.__version__, "threads": torch.get_num_threads(), "layers": model.num_layers,
         "parameters_b": sum(p.numel() for p in model.hf_model.parameters()) / 1e9,
         "build_s": time.perf_counter() - t0, "paths": {}, "tokens_per_s": {}, "outputs_identical": {},
-        "divergence": {},
+        "divergence": {}, "provenance": provenance(),
     }
     say(f"built {report['parameters_b']:.2f}B parameters in {report['build_s']:.1f} s")
     gen = torch.Generator().manual_seed(settings.seed)
