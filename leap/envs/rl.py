@@ -190,7 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ppo = train_ppo(train_env, args.timesteps, seed=args.seed)
     held_idx = list(range(len(train), len(train) + len(held)))
     results = compare_policies(env, held_idx, {"ppo": ppo, "random": "random", "mcts": "mcts"}, seed=args.seed)
-    print(json.dumps({"train_prompts": len(train), "held_out_prompts": len(held), "timesteps": args.timesteps,
+    from leap.bench.provenance import provenance
+
+    print(json.dumps({"provenance": provenance(env.model), "train_prompts": len(train), "held_out_prompts": len(held), "timesteps": args.timesteps,
                       "results": [asdict(r) for r in results]}, indent=1))
     return 0
 
