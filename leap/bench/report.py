@@ -161,13 +161,14 @@ def table2_markdown(rows: Sequence[ReportRow]) -> str:
     present = [m for m in ABLATIONS if any((m, t) in by for t in temps)]
     if not present:
         return "(no ablation methods in these records: run leap, leap-no-zones, leap-no-groups, leap-no-search)\n"
-    head = "| method | " + " | ".join(f"T={t:g} M | T={t:g} speedup" for t in temps) + " |"
+    head = "| method | " + " | ".join(f"T={t:g} M | T={t:g} speedup [95% CI]" for t in temps) + " |"
     lines = [head, "|---|" + "---|---|" * len(temps)]
     for m in present:
         cells = []
         for t in temps:
             r = by.get((m, t))
-            cells += [_fmt(r.mean_accepted, ".2f"), _fmt(r.speedup, ".2f") + "x"] if r else ["", ""]
+            cells += [_fmt(r.mean_accepted, ".2f"), _interval(r.speedup, r.speedup_ci_low, r.speedup_ci_high)] \
+                if r else ["", ""]
         lines.append(f"| {ABLATIONS[m]} (`{m}`) | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -64,7 +64,7 @@ def test_tables_and_csv_carry_the_numbers():
         assert col in header
     assert "leap,overall,0.0,3,3,1.68,1.2381,2/3,1" in csv_text
     t2 = table2_markdown(rows)
-    assert "| LEAP (`leap`) | 1.68 | 1.24x | 3.00 | 1.50x |" in t2
+    assert "| LEAP (`leap`) | 1.68 | 1.24x [0.50, 2.50] | 3.00 | 1.50x |" in t2  # T=1: one prompt, no interval
     assert "no ablation" in table2_markdown([r for r in rows if r.method == "ar"])
 
 
