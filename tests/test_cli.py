@@ -84,3 +84,15 @@ def test_bench_then_report(model_dir, tmp_path, capsys):
     assert main(["bench", "--model", model_dir, "--no-chat", "--prompts", str(prompts), "--out", str(out),
                  "--quiet"]) == 2
     assert "--resume" in capsys.readouterr().err
+
+
+def test_calibrate_prints_and_caches_the_costs(model_dir, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    assert main(["calibrate", "--model", model_dir, "--json"]) == 0
+    costs = json.loads(capsys.readouterr().out)
+    assert sorted(map(int, costs["verify_curve"])) == list(range(1, 17)) and costs["step_s"] > 0
+    assert costs["key"]["device"] == "cpu" and costs["layer_cost"] >= 0
+    assert len(list((tmp_path / "calibration").glob("*.json"))) == 1  # cached for the next use
+    assert main(["calibrate", "--model", model_dir]) == 0
+    out = capsys.readouterr().out
+    assert "verification c(k)" in out and "per layer pass" in out
