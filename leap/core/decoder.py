@@ -290,7 +290,10 @@ class DecodingSession:
         max_k = self.remaining - 1  # the verifier always adds one token of its own
 
         # 1. Draft: model-free tokens first, then (if the drafter lets it) the layer-skip draft
-        if drafter is not None and max_k > 0:
+        if drafter is not None and max_k > 0 and drafter.samples_drafts and not self.settings.greedy:
+            sampled = drafter.propose_sampled(self.tokens, max_k, self.generator)[:max_k]
+            self._take_free_tokens(draft, [t for t, _ in sampled], [q for _, q in sampled])
+        elif drafter is not None and max_k > 0:
             tree = drafter.propose_tree(self.tokens, max_k)
             if not tree.is_chain:
                 return self._tree_step(tree, drafter, draft.t_start)
@@ -330,14 +333,17 @@ class DecodingSession:
             drafter=None if drafter is None or drafter.name == "layer-skip" else drafter.name,
         )
 
-    def _take_free_tokens(self, draft: _Draft, tokens) -> None:
-        """Step 1a: a model-free chain; its draft distribution is one-hot (deterministic proposals)."""
+    def _take_free_tokens(self, draft: _Draft, tokens, distributions=None) -> None:
+        """Step 1a: a model-free chain; its draft distribution is one-hot (deterministic proposals), or
+        the ``{token: q}`` maps a sampling drafter drew the tokens from."""
         device = self.stack.device
-        for token in tokens:
+        for i, token in enumerate(tokens):
             draft.tokens.append(int(token))
             if not self.settings.greedy:
-                draft.q_rows.append(torch.zeros(self.decoder.model.vocab_size, device=device).index_fill_(
-                    0, torch.tensor([int(token)], device=device), 1.0))
+                q = distributions[i] if distributions is not None else {int(token): 1.0}
+                row = torch.zeros(self.decoder.model.vocab_size, device=device)
+                row[torch.tensor(list(q), device=device)] = torch.tensor(list(q.values()), device=device)
+                draft.q_rows.append(row)
             if token in self._eos:
                 break
 

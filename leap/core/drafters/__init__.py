@@ -12,6 +12,7 @@ of them (property-tested over the registry). One algorithm per module:
 ``hybrid``             a model-free drafter, continued by the layer-skip draft (:mod:`.hybrid`)
 ``gated``              a model-free drafter that drafts only where its drafts have paid (:mod:`.gated`)
 ``select``             per step, the model-free drafter whose drafts would have paid (:mod:`.select`)
+``stand``              n-gram tables of verifier distributions, stochastic drafts under sampling (:mod:`.stand`)
 =====================  ===========================================================================
 
 Register your own with ``@drafters.register("name")`` or the entry-point group ``leap.drafters``.
@@ -22,8 +23,9 @@ from leap.core.drafters.gated import Gated
 from leap.core.drafters.hybrid import Hybrid, LayerSkip
 from leap.core.drafters.prompt_lookup import PromptLookup
 from leap.core.drafters.select import Select
+from leap.core.drafters.stand import Stand
 from leap.core.drafters.suffix import SuffixDrafter, SuffixTrie
 from leap.core.drafters.token_recycling import TokenRecycling
 
 __all__ = ["Drafter", "drafters", "make_drafter", "PromptLookup", "TokenRecycling", "SuffixDrafter", "SuffixTrie",
-           "Hybrid", "LayerSkip", "Gated", "Select"]
+           "Hybrid", "LayerSkip", "Gated", "Select", "Stand"]

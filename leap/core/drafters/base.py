@@ -51,6 +51,9 @@ class Drafter:
     #: the length of the context match behind the latest proposal (suffix, prompt lookup), or None for
     #: drafters without a match signal; gated and select bucket their statistics by it
     last_match: int | None = None
+    #: True: under sampling the decoder calls :meth:`propose_sampled`, whose tokens are drawn from a draft
+    #: distribution ``q`` the drafter returns with them (used in the speculative sampling rule)
+    samples_drafts = False
     tree_nodes = 0  # > 1: propose_tree() may return a branching tree of at most this many nodes
 
     def begin(self, prompt: Sequence[int]) -> None:
@@ -63,6 +66,12 @@ class Drafter:
     def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
         """Candidates as a tree at most ``max_depth`` deep (default: the chain of :meth:`propose`)."""
         return DraftTree.chain(self.propose(tokens, max_depth)[:max_depth])
+
+    def propose_sampled(self, tokens: Sequence[int], max_tokens: int,
+                        generator) -> list[tuple[int, dict[int, float]]]:
+        """Under sampling, for drafters with ``samples_drafts``: ``(token, q)`` pairs, each token drawn from
+        ``q`` (a ``{token: probability}`` map summing to 1) given the tokens before it."""
+        raise NotImplementedError(f"{type(self).__name__} sets samples_drafts but has no propose_sampled")
 
     def continue_with_layers(self, proposed: int) -> bool:
         """After ``proposed`` model-free tokens, should the layer-skip draft continue the chain?"""
