@@ -91,31 +91,34 @@ class Stand(Drafter):
         return None
 
     # ------------------------------------------------------------------ drafting
-    def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
+    def _walk(self, tokens: Sequence[int], max_tokens: int, choose) -> list:
+        """Follow the tables from ``tokens``: ``choose(ids, probs)`` -> ``(token, item)`` per step."""
         context, out = list(tokens), []
         for _ in range(min(max_tokens, self.num_tokens)):
             entry = self.lookup(context)
             if entry is None:
                 break
-            ids, probs = entry
-            token = ids[max(range(len(ids)), key=lambda r: (probs[r], -r))]
-            out.append(token)
+            token, item = choose(*entry)
+            out.append(item)
             context.append(token)
         return out
+
+    def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
+        def most_likely(ids, probs):
+            token = ids[max(range(len(ids)), key=lambda r: (probs[r], -r))]
+            return token, token
+
+        return self._walk(tokens, max_tokens, most_likely)
 
     def propose_sampled(self, tokens: Sequence[int], max_tokens: int,
                         generator: torch.Generator | None) -> list[tuple[int, dict[int, float]]]:
         """Up to ``max_tokens`` tokens, each drawn from its stored distribution ``q`` (Gumbel-max), with ``q``."""
-        context, out = list(tokens), []
-        for _ in range(min(max_tokens, self.num_tokens)):
-            entry = self.lookup(context)
-            if entry is None:
-                break
-            ids, probs = entry
-            q = torch.tensor(probs, dtype=torch.float64)
-            u = torch.rand(len(ids), generator=generator, dtype=torch.float64, device="cpu" if generator is None
-                           else generator.device).cpu().clamp(1e-12, 1 - 1e-12)
-            token = ids[int(torch.argmax(torch.log(q) - torch.log(-torch.log(u))).item())]
-            out.append((token, dict(zip(ids, probs))))
-            context.append(token)
-        return out
+        device = "cpu" if generator is None else generator.device
+
+        def gumbel_max(ids, probs):
+            u = torch.rand(len(ids), generator=generator, dtype=torch.float64, device=device).cpu()
+            gumbel = -torch.log(-torch.log(u.clamp(1e-12, 1 - 1e-12)))
+            token = ids[int(torch.argmax(torch.log(torch.tensor(probs, dtype=torch.float64)) + gumbel).item())]
+            return token, (token, dict(zip(ids, probs)))
+
+        return self._walk(tokens, max_tokens, gumbel_max)
