@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--drafters", default=None, metavar="OPTIONS",
                    help="search over drafters jointly with the layers: 'default' or ';'-separated options, e.g. "
                         "'layer-skip;prompt-lookup:num_tokens=4;suffix;token-recycling;hybrid'")
+    g.add_argument("--tree-verify", default="match", metavar="RULE",
+                   help="how draft trees are verified under sampling: match (default) or traversal "
+                        "(Traversal Verification; see `leap.core.tree_rules`)")
     g.add_argument("--no-reuse-prefix", action="store_true", help="recompute the exact-prefix layers in verification")
     g.add_argument("--max-new-tokens", type=int, default=128)
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
@@ -148,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--steps-per-trial", type=int, default=1,
                    help="real steps per search iteration (default 1; per method: --method-arg M:steps_per_trial=4)")
     b.add_argument("--draft-policy", default="confidence", help="draft-length policy of layer-skip drafts")
+    b.add_argument("--tree-verify", default="match", metavar="RULE",
+                   help="tree verification rule under sampling for every method: match (default) or traversal; "
+                        "per method: --method-arg stand:tree_verify=traversal")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module first (one that registers your agent, drafter or method)")
@@ -222,6 +228,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             model, config, args.draft_policy, policy_kwargs=_kv_args(args.policy_arg),
             reuse_prefix=not args.no_reuse_prefix, draft_vocab=args.draft_vocab,
             drafter=args.drafter if method != "ar" else None, drafter_kwargs=_kv_args(args.drafter_arg),
+            tree_verify=args.tree_verify,
         )
         if method in ("ar", "self-spec"):
             outcome = decoder.generate(args.prompt, **settings)
@@ -341,7 +348,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         runs=args.runs, warmup=args.warmup, chat=args.chat, seed=args.seed, method_args=_method_args(args.method_arg),
         options=BenchOptions(budget=args.budget, reward=args.reward, min_speedup=args.min_speedup,
                              give_up=args.give_up, draft_policy=args.draft_policy, seed=args.seed,
-                             steps_per_trial=args.steps_per_trial))
+                             steps_per_trial=args.steps_per_trial, tree_verify=args.tree_verify))
     model = _load_for(args)
     bench = Bench(model, rows, settings, args.out, resume=args.resume, progress=not args.quiet)
     try:

@@ -48,7 +48,8 @@ __all__ = ["BenchMethod", "BenchOptions", "MethodResult", "bench_methods", "make
 @dataclass(frozen=True)
 class BenchOptions:
     """Settings every method shares: the online search's (``budget``, ``reward``, ``min_speedup``,
-    ``give_up``), the layer-skip draft's policy, and the base seed of agents."""
+    ``give_up``), the layer-skip draft's policy, the base seed of agents, and the tree verification
+    rule under sampling (``tree_verify``, a name from :data:`leap.core.tree_rules.tree_rules`)."""
 
     budget: int = 40
     reward: str = "measured"
@@ -57,6 +58,7 @@ class BenchOptions:
     draft_policy: str = "confidence"
     seed: int = 0
     steps_per_trial: int = 1
+    tree_verify: str = "match"  # how draft trees (and, for traversal, sampled chains) are verified under sampling
 
 
 @dataclass
@@ -125,7 +127,8 @@ class SearchMethod(BenchMethod):
                                   give_up=options.give_up,
                                   steps_per_trial=steps_per_trial or options.steps_per_trial,
                                   carry_over=int(carry_over))
-        self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy), factory, settings)
+        self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify),
+                                   factory, settings)
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
         res = self.runner.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
@@ -245,8 +248,10 @@ def make_method(name: str, model: LeapModel, options: BenchOptions = BenchOption
     if name in drafters:  # config=... (compact or sparse form) gives layer-skip / hybrid their layers
         config = kwargs.pop("config", None)
         policy = kwargs.pop("policy", options.draft_policy)
+        tree_verify = kwargs.pop("tree_verify", options.tree_verify)
         layer_config = LayerConfig.parse(str(config), model.num_layers) if config is not None else None
         if layer_config is None and name == "layer-skip":
             raise SettingsError("layer-skip needs a configuration: --method-arg layer-skip:config=skip=5-7")
-        return DecoderMethod(name, SelfSpecDecoder(model, layer_config, policy, drafter=name, drafter_kwargs=kwargs))
+        return DecoderMethod(name, SelfSpecDecoder(model, layer_config, policy, drafter=name, drafter_kwargs=kwargs,
+                                                   tree_verify=tree_verify))
     raise UnknownNameError(f"unknown benchmark method {name!r}; known: {', '.join(method_names())}")

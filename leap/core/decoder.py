@@ -49,8 +49,8 @@ from leap.core.sampling import (
     sample,
     speculative_accept,
     target_probs,
-    tree_accept,
 )
+from leap.core.tree_rules import TreeRule, make_tree_rule
 from leap.core.trace import LayerTrace, trace_from_prefill
 
 __all__ = ["SelfSpecDecoder", "DecodingSession"]
@@ -83,6 +83,9 @@ class SelfSpecDecoder:
         costs: the machine's :class:`~leap.core.calibration.Calibration` for drafters and policies that
             read costs (``select``, ``bandit``) and the cost-model reward; default: measured on first
             use and cached (:func:`leap.core.calibration.calibration_for`).
+        tree_verify: how draft trees are verified under sampling: a rule name from
+            :data:`leap.core.tree_rules.tree_rules` (``match``, default; ``traversal``) or an instance.
+            Greedy decoding always uses exact match.
 
     Example::
 
@@ -104,8 +107,10 @@ class SelfSpecDecoder:
         drafter: str | Drafter | None = None,
         drafter_kwargs: dict | None = None,
         costs: Calibration | None = None,
+        tree_verify: str | TreeRule | None = None,
     ) -> None:
         self.model = model
+        self.tree_rule = make_tree_rule(tree_verify)
         self._costs = costs
         self.stack = LayerStack(model)
         if config is not None:
@@ -290,14 +295,13 @@ class DecodingSession:
         max_k = self.remaining - 1  # the verifier always adds one token of its own
 
         # 1. Draft: model-free tokens first, then (if the drafter lets it) the layer-skip draft
-        if drafter is not None and max_k > 0 and drafter.samples_drafts and not self.settings.greedy:
-            sampled = drafter.propose_sampled(self.tokens, max_k, self.generator)[:max_k]
-            self._take_free_tokens(draft, [t for t, _ in sampled], [q for _, q in sampled])
-        elif drafter is not None and max_k > 0:
-            tree = drafter.propose_tree(self.tokens, max_k)
-            if not tree.is_chain:
+        if drafter is not None and max_k > 0:
+            sampled = drafter.samples_drafts and not self.settings.greedy
+            tree = drafter.propose_sampled_tree(self.tokens, max_k, self.generator) if sampled \
+                else drafter.propose_tree(self.tokens, max_k)
+            if self._verify_as_tree(tree, cfg, drafter):
                 return self._tree_step(tree, drafter, draft.t_start)
-            self._take_free_tokens(draft, tree.tokens[:max_k])
+            self._take_free_tokens(draft, tree.tokens[:max_k], tree.draws[:max_k])
         layered = (cfg is not None and len(draft.tokens) < max_k and not (draft.tokens and draft.tokens[-1] in self._eos)
                    and (drafter is None or drafter.continue_with_layers(len(draft.tokens))))
         if layered:
@@ -333,14 +337,24 @@ class DecodingSession:
             drafter=None if drafter is None or drafter.name == "layer-skip" else drafter.name,
         )
 
+    def _verify_as_tree(self, tree: DraftTree, cfg: LayerConfig | None, drafter: Drafter) -> bool:
+        """Step 1a: a branching tree is verified with tree attention and the decoder's tree rule; under
+        sampling so is a model-free chain when the rule verifies chains (``traversal``) and the
+        layer-skip draft will not continue it."""
+        if not tree.is_chain:
+            return True
+        return (not self.settings.greedy and self.decoder.tree_rule.verifies_chains and len(tree) > 0
+                and not (cfg is not None and drafter.continue_with_layers(len(tree))))
+
     def _take_free_tokens(self, draft: _Draft, tokens, distributions=None) -> None:
-        """Step 1a: a model-free chain; its draft distribution is one-hot (deterministic proposals), or
-        the ``{token: q}`` maps a sampling drafter drew the tokens from."""
+        """Step 1a: a model-free chain; its draft distribution is one-hot (deterministic proposals,
+        ``None``), or the ``{token: q}`` map a sampling drafter drew the token from."""
         device = self.stack.device
         for i, token in enumerate(tokens):
             draft.tokens.append(int(token))
             if not self.settings.greedy:
-                q = distributions[i] if distributions is not None else {int(token): 1.0}
+                q = distributions[i] if distributions is not None and distributions[i] is not None \
+                    else {int(token): 1.0}
                 row = torch.zeros(self.decoder.model.vocab_size, device=device)
                 row[torch.tensor(list(q), device=device)] = torch.tensor(list(q.values()), device=device)
                 draft.q_rows.append(row)
@@ -416,7 +430,7 @@ class DecodingSession:
         )
         logits = stack.logits(hidden)
         t_fwd = clock.mark()
-        rows, next_token = tree_accept(tree, logits, self.settings, self.generator)
+        rows, next_token = self.decoder.tree_rule.accept(tree, logits, self.settings, self.generator)
         accepted = [tree.tokens[r - 1] for r in rows]
         self._commit([*accepted, next_token])
         stack.keep(self.cache, base + 1, [base + r for r in rows])

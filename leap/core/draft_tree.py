@@ -17,11 +17,17 @@ the root (the pending token, already committed); node ``i`` of :attr:`DraftTree.
 row, so rows are in topological order and a parent's key/value entry exists before its children
 attend to it.
 
-Acceptance (:func:`leap.core.sampling.tree_accept`): at the root, take the target's token (argmax,
-or a sample from ``p``); if a child carries it, move there and repeat; otherwise that token is the
-step's own next token. With deterministic drafts this is exactly plain decoding's distribution:
-every committed token is drawn from ``p`` given the committed prefix, and which children exist does
-not depend on the draw.
+Acceptance is a :class:`~leap.core.tree_rules.TreeRule` (``--tree-verify``). The default,
+``match`` (:func:`leap.core.sampling.tree_accept`): at the root, take the target's token (argmax, or
+a sample from ``p``); if a child carries it, move there and repeat; otherwise that token is the step's
+own next token. Every committed token is then drawn from ``p`` given the committed prefix whatever
+the tree holds. ``traversal`` (:mod:`leap.core.traversal`) also uses the draft distributions of
+sampled trees: :attr:`DraftTree.draws` keeps, per node, the distribution ``q`` its token was drawn
+from (given its earlier siblings), or None for a deterministic proposal (one-hot).
+
+Scores: :attr:`DraftTree.scores` keeps each node's path probability as the drafter estimated it
+(the product of its candidates' probabilities along the root path), which OPT-Tree's budget reads
+(:mod:`leap.core.opt_tree`); 1.0 where a drafter has no estimate.
 
 Who calls what: drafters build trees in :meth:`leap.core.drafters.base.Drafter.propose_tree`;
 the decoder verifies them through :meth:`leap.core.layers.LayerStack.run_layers` with
@@ -46,6 +52,8 @@ class DraftTree:
     def __init__(self, tokens: Sequence[int] = (), parents: Sequence[int] | None = None) -> None:
         self.tokens: list[int] = []
         self.parents: list[int] = []
+        self.draws: list[dict[int, float] | None] = []  # per node: the q its token was drawn from, or None
+        self.scores: list[float] = []  # per node: estimated path probability (1.0 when unknown)
         self.depths: list[int] = [0]  # per row; row 0 = root
         self._children: list[dict[int, int]] = [{}]  # per row: token -> child row
         parents = list(range(len(tokens))) if parents is None else list(parents)  # default: a chain
@@ -58,8 +66,9 @@ class DraftTree:
                 raise ValueError(f"token {token} appears twice under row {parent}")
 
     # ------------------------------------------------------------------ building
-    def add(self, parent: int, token: int) -> int:
-        """The row of ``token`` under ``parent`` (a row), added if new."""
+    def add(self, parent: int, token: int, q: dict[int, float] | None = None, score: float = 1.0) -> int:
+        """The row of ``token`` under ``parent`` (a row), added if new; ``q`` is the distribution the token
+        was drawn from (sampled trees), ``score`` its estimated path probability."""
         if not 0 <= parent <= len(self.tokens):
             raise ValueError(f"parent row {parent} does not exist (rows 0..{len(self.tokens)})")
         token = int(token)
@@ -67,6 +76,8 @@ class DraftTree:
         if row is None:
             self.tokens.append(token)
             self.parents.append(parent)
+            self.draws.append(q)
+            self.scores.append(float(score))
             self.depths.append(self.depths[parent] + 1)
             self._children.append({})
             row = len(self.tokens)
@@ -87,8 +98,19 @@ class DraftTree:
             row = child
 
     @classmethod
-    def chain(cls, tokens: Sequence[int]) -> DraftTree:
-        return cls(tokens)
+    def chain(cls, tokens: Sequence[int], draws: Sequence[dict[int, float] | None] | None = None) -> DraftTree:
+        """A chain of ``tokens``; ``draws`` their draft distributions (sampled chains)."""
+        tree = cls(tokens)
+        if draws is not None:
+            tree.draws = [None if q is None else dict(q) for q in draws][: len(tree)]
+        return tree
+
+    def prefix(self, nodes: int) -> DraftTree:
+        """The tree of the first ``nodes`` nodes (a subtree: parents always precede their children)."""
+        out = DraftTree()
+        for i in range(min(int(nodes), len(self.tokens))):
+            out.add(self.parents[i], self.tokens[i], self.draws[i], self.scores[i])
+        return out
 
     # ------------------------------------------------------------------ views
     def __len__(self) -> int:
@@ -177,5 +199,5 @@ def best_first_tree(
         neg, _, parent, token, state = heapq.heappop(heap)
         if token in tree.children(parent):
             continue
-        push(tree.add(parent, token), state, -neg)
+        push(tree.add(parent, token, score=-neg), state, -neg)
     return tree

@@ -36,7 +36,8 @@ from leap.redundancy.space import SearchSpace
 
 __all__ = ["DrafterOption", "DraftChoice", "JointSpace", "with_drafters", "parse_option", "DEFAULT_DRAFTERS"]
 
-DEFAULT_DRAFTERS = ("layer-skip", "prompt-lookup", "suffix", "gated", "hybrid:free=suffix")
+DEFAULT_DRAFTERS = ("layer-skip", "prompt-lookup", "suffix", "gated", "hybrid:free=suffix", "stand",
+                    "stand:shape=opt")
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,6 @@ from leap.core import SelfSpecDecoder
 from leap.core.draft_tree import DraftTree, best_first_tree
 from leap.core.drafters import Drafter, PromptLookup, SuffixDrafter, TokenRecycling
 from leap.core.layers import LayerStack
-from tests.core.test_sampling import _chi2_pvalue, _exact_three_token_distribution
-from tests.tiny import tiny_model
 
 
 @st.composite
@@ -113,55 +111,3 @@ def test_tree_steps_keep_the_cache_and_output_of_plain_decoding(tiny_llama):
         assert record.drafted >= record.accepted
         assert {layer.get_seq_length() for layer in session.cache.layers} == {len(session.tokens) - 1}
     assert session.new_token_ids == plain.token_ids
-
-
-def test_tree_verification_keeps_the_target_distribution(monkeypatch):
-    """A fixed branching tree of deterministic drafts under sampling: three-token outputs follow the
-    exact target distribution (chi-square), and the tree is really verified (accepted tokens > 0).
-    Negative control: a rule that accepts the first child whatever the target samples fails the test."""
-
-    class Branches(Drafter):
-        name = "branches"
-
-        def propose_tree(self, tokens, max_depth):
-            tree = DraftTree()
-            for path in ([2, 1], [2, 3], [5, 0], [1]):
-                tree.add_path(path, max_depth=max_depth)
-            return tree
-
-    model = tiny_model("llama", vocab=6, eos_token_id=None, init=0.3)
-    prompt = [4, 1, 3]
-    exact = _exact_three_token_distribution(model, prompt, __import__("leap.core.sampling", fromlist=["x"])
-                                            .SamplingSettings(1.0, 1.0))
-    decoder = SelfSpecDecoder(model, None, drafter=Branches())
-    V, N = 6, 2000
-
-    def sample():
-        counts = torch.zeros(V**3)
-        gen = torch.Generator().manual_seed(7)
-        accepted = 0
-        for _ in range(N):
-            out = decoder.generate(prompt, max_new_tokens=3, generator=gen, temperature=1.0)
-            a, b, c = out.token_ids
-            counts[(a * V + b) * V + c] += 1
-            accepted += sum(s.accepted for s in out.steps)
-        return counts, accepted
-
-    counts, accepted = sample()
-    assert accepted > N // 4
-    assert _chi2_pvalue(counts, exact) > 1e-3
-
-    import leap.core.decoder as decoder_module
-    from leap.core.sampling import tree_accept
-
-    def biased(tree, logits, settings, generator):  # takes the first child if there is one, else the rule
-        children = tree.children(0)
-        if children:
-            row = min(children.values())
-            _, token = tree_accept(tree, logits[[0]].repeat(len(tree) + 1, 1), settings, generator)
-            return [row], token
-        return tree_accept(tree, logits, settings, generator)
-
-    monkeypatch.setattr(decoder_module, "tree_accept", biased)
-    biased_counts, _ = sample()
-    assert _chi2_pvalue(biased_counts, exact) < 1e-6

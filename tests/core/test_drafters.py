@@ -25,10 +25,13 @@ def test_prompt_lookup_takes_the_longest_ngram_and_the_earliest_match():
         PromptLookup(min_ngram=0)
 
 
-MODEL_FREE = {"prompt-lookup", "token-recycling", "suffix"}
-# every registered drafter with its defaults, plus the model-free ones drafting trees
+MODEL_FREE = {"prompt-lookup", "token-recycling", "suffix", "stand"}
+# every registered drafter with its defaults, plus the model-free ones drafting trees, and the tree shapes
+# by expected acceptance (OPT-Tree, under the calibrated costs) and delayed expansion
 DRAFTER_CASES = [(name, {}) for name in drafters.names()] + [
-    (name, {"tree_nodes": 6}) for name in sorted(MODEL_FREE)]
+    (name, {"tree_nodes": 6}) for name in sorted(MODEL_FREE - {"stand"})] + [
+    ("stand", {"shape": "best-first", "tree_nodes": 6}), ("stand", {"shape": "opt"}), ("stand", {"shape": "delayed"}),
+    ("suffix", {"shape": "opt"}), ("token-recycling", {"shape": "opt"})]
 
 
 @pytest.mark.parametrize("name, kwargs", DRAFTER_CASES, ids=lambda v: v if isinstance(v, str) else str(v or ""))

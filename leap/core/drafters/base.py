@@ -8,7 +8,9 @@ Lifecycle, as :class:`leap.core.decoder.DecodingSession` drives it:
    is the chain of ``propose(tokens, max_tokens)``; drafters with ``tree_nodes > 1`` may branch, and
    a branching tree is verified with tree attention (model-free only: no layer continuation).
    Model-free proposals are deterministic: draft probability 1 (a one-hot ``q`` for speculative
-   sampling);
+   sampling); under sampling, drafters with ``samples_drafts`` are asked for
+   ``propose_sampled_tree(tokens, max_depth, generator)`` instead, whose nodes carry the ``q`` their
+   tokens were drawn from;
 3. ``continue_with_layers(n)``: after ``n`` proposed tokens, should the layer-skip draft (the step's
    ``LayerConfig``) continue the chain? False for model-free drafters, True for ``layer-skip``;
    ``hybrid`` says True when its model-free part had no confident candidate;
@@ -72,6 +74,12 @@ class Drafter:
         """Under sampling, for drafters with ``samples_drafts``: ``(token, q)`` pairs, each token drawn from
         ``q`` (a ``{token: probability}`` map summing to 1) given the tokens before it."""
         raise NotImplementedError(f"{type(self).__name__} sets samples_drafts but has no propose_sampled")
+
+    def propose_sampled_tree(self, tokens: Sequence[int], max_depth: int, generator) -> DraftTree:
+        """Under sampling, for drafters with ``samples_drafts``: a tree whose nodes carry the distribution
+        their token was drawn from (:attr:`DraftTree.draws`); default: the chain of :meth:`propose_sampled`."""
+        drawn = self.propose_sampled(tokens, max_depth, generator)[:max_depth]
+        return DraftTree.chain([t for t, _ in drawn], [q for _, q in drawn])
 
     def continue_with_layers(self, proposed: int) -> bool:
         """After ``proposed`` model-free tokens, should the layer-skip draft continue the chain?"""

@@ -14,7 +14,8 @@ empirical probabilities ``count(child) / sum(count(children))`` stays >= ``min_p
 capped by the match statistics, ``ceil(alpha * match_length)`` (the paper's ``MAX_SPEC = alpha * p``),
 and by ``num_tokens``. With ``tree_nodes > 1`` it speculates a tree instead, as the paper does: from the
 matched node, the most probable continuations best-first (:func:`~leap.core.draft_tree.best_first_tree`
-on the same empirical probabilities), at most ``tree_nodes`` nodes within the same depth cap.
+on the same empirical probabilities), at most ``tree_nodes`` nodes within the same depth cap; with ``shape="opt"`` that tree is cut to the size
+the machine's verification costs say pays best (OPT-Tree, :mod:`leap.core.opt_tree`).
 
 Memory: the global trie holds at most ``max_nodes`` nodes; adding an output that would exceed it
 evicts the oldest outputs and rebuilds (tested under long generations). Deterministic: counts depend
@@ -27,7 +28,9 @@ import math
 from collections import deque
 from collections.abc import Sequence
 
-from leap.core.draft_tree import DraftTree, best_first_tree
+from leap.core.calibration import MAX_K
+from leap.core.draft_tree import DraftTree
+from leap.core.opt_tree import check_shape, shaped_tree
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 
@@ -122,12 +125,15 @@ class SuffixDrafter(Drafter):
     name = "suffix"
 
     def __init__(self, max_depth: int = 24, max_match: int = 8, num_tokens: int = 12, alpha: float = 2.0,
-                 min_prob: float = 0.1, max_nodes: int = 200_000, tree_nodes: int = 0) -> None:
+                 min_prob: float = 0.1, max_nodes: int = 200_000, tree_nodes: int = 0,
+                 shape: str = "best-first") -> None:
         if not 1 <= max_match < max_depth or num_tokens < 1 or alpha <= 0 or not 0 <= min_prob <= 1 \
                 or max_nodes < max_depth or tree_nodes < 0:
             raise SettingsError("suffix needs 1 <= max_match < max_depth, num_tokens >= 1, alpha > 0, "
                                 "0 <= min_prob <= 1, max_nodes >= max_depth and tree_nodes >= 0")
-        self.tree_nodes = int(tree_nodes)
+        self.shape = check_shape(shape, "suffix")
+        self.tree_nodes = int(tree_nodes) or (MAX_K if shape == "opt" else 0)
+        self.needs_costs, self.costs = shape == "opt", None
         self.max_match = int(max_match)
         self.num_tokens, self.alpha, self.min_prob, self.max_nodes = int(num_tokens), float(alpha), float(min_prob), \
             int(max_nodes)
@@ -192,4 +198,11 @@ class SuffixDrafter(Drafter):
         trie, node, limit = self._match(tokens, max_depth)
         if not limit:
             return DraftTree()
-        return best_first_tree(trie.successors, node, self.tree_nodes, limit, self.min_prob)
+        return shaped_tree(trie.successors, node, shape=self.shape, max_nodes=self.tree_nodes, max_depth=limit,
+                           costs=self.costs, overhead=self._overhead(), min_prob=self.min_prob, who="suffix")
+
+    def use_costs(self, costs) -> None:
+        self.costs = costs
+
+    def _overhead(self) -> float:
+        return self.costs.drafter_overhead.get(self.name, 0.0) if self.costs is not None else 0.0

@@ -11,7 +11,9 @@ the last committed token: ``t -> M[t, 0] -> M[M[t, 0], 0] ...`` until a token ha
 With ``tree_nodes > 1`` it drafts a tree, as the paper does, verified with tree attention: the
 paper's static template is replaced by a best-first expansion over ``M`` in which the successor of
 rank ``r`` has weight ``rank_decay ** r`` (a rank prior standing in for the template's shape); with
-``tree_nodes <= 1`` it follows the top-1 path as one chain.
+``tree_nodes <= 1`` it follows the top-1 path as one chain. ``shape="opt"`` cuts the tree by OPT-Tree's
+expected acceptance under the machine's calibrated costs (:mod:`leap.core.opt_tree`), rank-based
+probabilities as scores.
 
 Memory is bounded by construction: one ``int32`` matrix of ``vocab x top_k`` entries (SmolLM2:
 49,152 x 8 = 1.5 MiB), allocated on the first observation. Updates are deterministic for a given
@@ -28,7 +30,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from leap.core.draft_tree import DraftTree, best_first_tree
+from leap.core.calibration import MAX_K
+from leap.core.draft_tree import DraftTree
+from leap.core.opt_tree import check_shape, shaped_tree
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 
@@ -42,12 +46,16 @@ class TokenRecycling(Drafter):
     name = "token-recycling"
     needs_logits = True
 
-    def __init__(self, top_k: int = 8, num_tokens: int = 6, tree_nodes: int = 0, rank_decay: float = 0.4) -> None:
+    def __init__(self, top_k: int = 8, num_tokens: int = 6, tree_nodes: int = 0, rank_decay: float = 0.4,
+                 shape: str = "best-first") -> None:
         if top_k < 1 or num_tokens < 1 or tree_nodes < 0 or not 0 < rank_decay < 1:
             raise SettingsError("token-recycling needs top_k >= 1, num_tokens >= 1, tree_nodes >= 0 and "
                                 "0 < rank_decay < 1")
         self.top_k, self.num_tokens = int(top_k), int(num_tokens)
-        self.tree_nodes, self.rank_decay = int(tree_nodes), float(rank_decay)
+        self.shape = check_shape(shape, "token-recycling")
+        self.tree_nodes = int(tree_nodes) or (MAX_K if shape == "opt" else 0)
+        self.rank_decay = float(rank_decay)
+        self.needs_costs, self.costs = shape == "opt", None
         self.matrix: np.ndarray | None = None  # [vocab, top_k] int32, -1 = never observed
 
     @property
@@ -71,7 +79,13 @@ class TokenRecycling(Drafter):
     def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
         if self.tree_nodes <= 1 or not tokens:
             return super().propose_tree(tokens, max_depth)
-        return best_first_tree(self._successors, int(tokens[-1]), self.tree_nodes, min(max_depth, self.num_tokens))
+        return shaped_tree(self._successors, int(tokens[-1]), shape=self.shape, max_nodes=self.tree_nodes,
+                           max_depth=min(max_depth, self.num_tokens), costs=self.costs,
+                           overhead=self.costs.drafter_overhead.get(self.name, 0.0) if self.costs else 0.0,
+                           who="token-recycling")
+
+    def use_costs(self, costs) -> None:
+        self.costs = costs
 
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         if self.matrix is None or not tokens:
