@@ -46,12 +46,21 @@ def test_generate_plain_and_policy_args(model_dir, capsys):
         (["--draft-policy", "nope", "--skip", "1"], "unknown draft policy 'nope'; registered: adaedl"),
         (["--max-new-tokens", "1000"], "shorten the prompt"),
         (["--chat"], "no chat template"),
+        (["--drafter", "stand", "--tree-verify", "nope"], "unknown tree verification rule 'nope'"),
     ],
 )
 def test_bad_inputs_exit_2_with_a_message(model_dir, capsys, extra, message):
     chat = [] if "--chat" in extra else ["--no-chat"]
     assert main(["generate", "w5", "--model", model_dir, *chat, *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_tree_verify_runs_sampled_stand_trees(model_dir, capsys):
+    assert main(["generate", "w5 w6 w5 w6", "--model", model_dir, "--no-chat", "--drafter", "stand",
+                 "--drafter-arg", "shape=best-first", "--tree-verify", "traversal", "--temperature", "1",
+                 "--max-new-tokens", "12", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["new_tokens"] == 12 and record["config"] == "drafter:stand" and record["temperature"] == 1.0
 
 
 def test_missing_model(capsys, tmp_path):

@@ -154,11 +154,12 @@ class DraftTree:
         """Additive mask ``[1, 1, rows, past + rows]``: all ``past`` cached entries, plus each row's
         ancestors and itself."""
         rows = len(self.tokens) + 1
-        visible = torch.zeros(rows, rows, dtype=torch.bool)
-        visible[0, 0] = True
+        ancestry = [[True] + [False] * (rows - 1)]  # built in Python: one tensor op instead of one per row
         for row in range(1, rows):
-            visible[row] = visible[self.parents[row - 1]]
-            visible[row, row] = True
+            line = list(ancestry[self.parents[row - 1]])
+            line[row] = True
+            ancestry.append(line)
+        visible = torch.tensor(ancestry, dtype=torch.bool)
         mask = torch.zeros(rows, past + rows, dtype=dtype)
         mask[:, past:].masked_fill_(~visible, torch.finfo(dtype).min)
         return mask.to(device).view(1, 1, rows, past + rows)

@@ -22,7 +22,7 @@ Who calls what: :class:`leap.core.drafters.stand.Stand` (``shape=``) builds tree
 
 from __future__ import annotations
 
-
+import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -36,14 +36,18 @@ Choose = Callable[[Sequence[int], Sequence[float], int], list[tuple[int, dict[in
 
 
 def gumbel_top_k(generator: torch.Generator | None) -> Choose:
-    """``choose(ids, probs, k)`` -> up to ``k`` draws without replacement, each ``(token, q_j, q(token))``."""
+    """``choose(ids, probs, k)`` -> up to ``k`` draws without replacement, each ``(token, q_j, q(token))``.
+
+    One ``torch.rand`` call per node (the decoder's generator, so runs are reproducible); the Gumbel keys
+    ``log q_i - log(-log U_i)`` are computed in Python (a handful of candidates: cheaper than tensor ops).
+    """
     device = "cpu" if generator is None else generator.device
 
     def choose(ids, probs, k):
-        u = torch.rand(len(ids), generator=generator, dtype=torch.float64, device=device).cpu()
-        keys = torch.log(torch.tensor(probs, dtype=torch.float64).clamp_min(1e-300)) \
-            - torch.log(-torch.log(u.clamp(1e-300, 1 - 1e-16)))
-        order = [int(i) for i in torch.argsort(keys, descending=True, stable=True)[:k] if probs[int(i)] > 0]
+        u = torch.rand(len(ids), generator=generator, dtype=torch.float64, device=device).tolist()
+        keys = [(math.log(p) - math.log(-math.log(min(max(x, 1e-300), 1.0 - 1e-16))), -i)
+                for i, (p, x) in enumerate(zip(probs, u)) if p > 0]
+        order = [-i for _, i in sorted(keys, reverse=True)[:k]]
         out, left = [], dict(zip((int(i) for i in ids), (float(p) for p in probs)))
         for i in order:
             mass = sum(left.values())

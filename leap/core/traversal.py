@@ -23,6 +23,9 @@ replacement. The paper's formulas were gathered second-hand (its code is not pub
 chi-square tests in ``tests/core/test_traversal.py`` check this implementation against exact target
 distributions, with a negative control.
 
+``M_b`` is kept per node as a scaled row of ``p`` with a few overridden tokens, so a deletion costs
+``O(top_k)`` rather than ``O(vocab)``; only the stop node's distribution is materialised.
+
 In leap each node keeps the distribution its own token was drawn from given its earlier siblings
 (:attr:`~leap.core.draft_tree.DraftTree.draws`; ``None``: a deterministic proposal, one-hot), which is
 ``M_s(.|A)`` at the moment that node is examined. Greedy decoding never reaches this module (exact
@@ -36,19 +39,45 @@ from __future__ import annotations
 
 import torch
 
+from leap.core.device import to_host
 from leap.core.tree_rules import TreeRule, tree_rules
 
 __all__ = ["TraversalVerification", "traversal_accept"]
 
 
-def _dense(q: dict[int, float] | None, token: int, like: torch.Tensor) -> torch.Tensor:
-    out = torch.zeros_like(like)
-    if q is None:
-        out[token] = 1.0
-    else:
-        out[torch.tensor(list(q), device=like.device)] = torch.tensor(list(q.values()), dtype=like.dtype,
-                                                                      device=like.device)
-    return out
+class _Target:
+    """A node's current ``M_b``: ``scale * p[row]`` except at a few tokens (``override``), so that a
+    residual update touches only the rejected draw's support (``O(top_k)``, not ``O(vocab)``)."""
+
+    __slots__ = ("row", "scale", "override")
+
+    def __init__(self, row: int) -> None:
+        self.row, self.scale, self.override = row, 1.0, {}
+
+    def at(self, p: torch.Tensor, token: int) -> float:
+        value = self.override.get(token)
+        return self.scale * float(p[self.row, token]) if value is None else value
+
+    def remove(self, p: torch.Tensor, p_a: float, q: dict[int, float]) -> float:
+        """Replace ``M_b`` by ``norm([p_a M_b - q]_+)`` and return ``S = sum [p_a M_b - q]_+`` (when
+        ``S = 0`` there is no residual and ``M_b`` stays as it was)."""
+        support = {t: self.at(p, t) for t in q}
+        inside = {t: max(p_a * m - q[t], 0.0) for t, m in support.items()}
+        s = p_a * max(1.0 - sum(support.values()), 0.0) + sum(inside.values())
+        if s <= 0.0:
+            return 0.0
+        factor = p_a / s
+        self.scale *= factor
+        self.override = {t: v * factor for t, v in self.override.items()}
+        self.override.update({t: v / s for t, v in inside.items()})
+        return s
+
+    def dense(self, p: torch.Tensor) -> torch.Tensor:
+        out = p[self.row].double() * self.scale
+        if self.override:
+            ids = torch.tensor(list(self.override), device=p.device)
+            out[ids] = torch.tensor(list(self.override.values()), dtype=out.dtype, device=p.device)
+        return out.clamp_min(0.0)
 
 
 def traversal_accept(tree, p: torch.Tensor, generator: torch.Generator | None) -> tuple[list[int], int]:
@@ -56,52 +85,42 @@ def traversal_accept(tree, p: torch.Tensor, generator: torch.Generator | None) -
 
     Returns the accepted rows (root path, root excluded) and the next token.
     """
-    p = p.double()
+    p = to_host(p).double()  # one explicit transfer per step; every read below is on the host
     rows = len(tree) + 1
-    children = [list(tree.children(r).values()) for r in range(rows)]  # draw order = row order
-    for c in children:
-        c.sort()
+    children = [sorted(tree.children(r).values()) for r in range(rows)]  # draw order = row order
     parent = [0, *tree.parents]
-    m_b: dict[int, torch.Tensor] = {}  # rows whose M_b was replaced by a residual
-
-    def target(row: int) -> torch.Tensor:
-        return m_b.get(row, p[row])
-
-    def q_of(child: int) -> float:
-        q = tree.draws[child - 1]
-        return 1.0 if q is None else float(q.get(tree.tokens[child - 1], 0.0))
-
+    targets = [_Target(r) for r in range(rows)]
+    draws = [None, *({tree.tokens[i]: 1.0} if q is None else q for i, q in enumerate(tree.draws))]
     p_a = [1.0] * rows
 
     def refresh(row: int) -> None:  # p_a below ``row``, top-down
         stack = [row]
         while stack:
             a = stack.pop()
-            mb = target(a)
             for c in children[a]:
-                ratio = float(mb[tree.tokens[c - 1]]) / max(q_of(c), 1e-300)
+                token = tree.tokens[c - 1]
+                ratio = targets[a].at(p, token) / max(draws[c].get(token, 0.0), 1e-300)
                 p_a[c] = min(p_a[a] * ratio, 1.0)
                 stack.append(c)
 
     refresh(0)
+    device = generator.device if generator is not None else "cpu"
+
+    def uniform() -> float:  # from the decoder's generator, wherever it lives
+        return torch.rand((), generator=generator, dtype=torch.float64, device=device).item()
+
     while True:
         leaf = 0
         while children[leaf]:
             leaf = children[leaf][0]
-        u = float(torch.rand((), generator=generator, device=generator.device if generator else "cpu").item())
-        if leaf == 0 or u < p_a[leaf]:
-            path = tree.path(leaf) if leaf else []
-            final = target(leaf)
-            token = int(torch.multinomial(final.float(), 1, generator=generator).item())
-            return path, token
+        if leaf == 0 or uniform() < p_a[leaf]:
+            cdf = torch.cumsum(targets[leaf].dense(p), 0)
+            token = int(torch.searchsorted(cdf, uniform() * cdf[-1].item(), right=True).clamp(max=len(cdf) - 1).item())
+            return (tree.path(leaf) if leaf else []), token
         a = parent[leaf]
-        q = _dense(tree.draws[leaf - 1], tree.tokens[leaf - 1], p[0])
-        residual = (p_a[a] * target(a) - q).clamp_min(0.0)
-        s = float(residual.sum())
+        s = targets[a].remove(p, p_a[a], draws[leaf])
         denom = s + 1.0 - p_a[a]
         p_a[a] = s / denom if denom > 0 else 1.0
-        if s > 0:
-            m_b[a] = residual / s
         children[a].remove(leaf)
         refresh(a)
 

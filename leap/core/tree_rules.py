@@ -67,6 +67,10 @@ class TokenMatch(TreeRule):
 
     name = "match"
 
+    def accept(self, tree, logits, settings, generator):
+        # target distributions only for the rows the walk visits (tree_accept computes them lazily)
+        return tree_accept(tree, logits, settings, generator)
+
     def accept_sampled(self, tree, p, generator):
         rows: list[int] = []
         row = 0

@@ -27,6 +27,15 @@ def test_every_method_matches_plain_decoding(name, tiny_llama, plain_ids):
     assert set(res.parts) <= {"prefill_s", "decode_s", "search_overhead_s"} and all(v >= 0 for v in res.parts.values())
 
 
+def test_tree_verify_reaches_the_decoder(tiny_llama):
+    from leap.bench.methods import BenchOptions
+
+    method = make_method("stand", tiny_llama, BenchOptions(tree_verify="traversal"), shape="opt")
+    assert method.decoder.tree_rule.name == "traversal"
+    assert make_method("stand", tiny_llama, tree_verify="traversal").decoder.tree_rule.name == "traversal"
+    assert make_method("stand", tiny_llama).decoder.tree_rule.name == "match"
+
+
 def test_unknown_method_lists_the_names(tiny_llama):
     with pytest.raises(UnknownNameError, match="known: .*hf-pld"):
         make_method("nope", tiny_llama)

@@ -53,11 +53,11 @@ def test_tables_stay_within_their_bound_and_evict_least_recent():
     stand.begin([1, 2, 3])
     gen = torch.Generator().manual_seed(0)
     for step in range(200):
-        inputs = [stand.history[-1], step % 17 + 4]
+        inputs = [step % 13 + 4, step % 17 + 4]  # the previous step's own token, then an accepted draft
         stand.observe(inputs, torch.randn(2, 30, generator=gen))
         assert len(stand.table) <= 50
     recent = tuple(stand.history[-1:])
-    assert recent in stand.table and len(stand.history) == 3 + 200
+    assert recent in stand.table and len(stand.history) == 3 + 1 + 2 * 199  # the first pending token is the prompt's
 
 
 def test_updates_are_deterministic_for_a_history():
@@ -75,3 +75,34 @@ def test_bad_settings_are_refused():
 
     with pytest.raises(SettingsError, match="stand"):
         make_drafter("stand", order=0)
+
+
+def test_tables_stay_within_their_bound_over_a_long_generation(tiny_llama):
+    """Every step of a 150-token generation (greedy and sampled) leaves at most ``max_entries`` contexts."""
+    from leap.core.drafters.stand import Stand
+
+    for temperature, shape in ((0.0, "chain"), (1.0, "best-first")):
+        stand = Stand(order=3, max_entries=40, shape=shape, tree_nodes=4)
+        session = SelfSpecDecoder(tiny_llama, None, drafter=stand).start([5, 6, 7, 5, 6], max_new_tokens=150,
+                                                                          temperature=temperature, seed=0)
+        while not session.done:
+            session.step()
+            assert len(stand.table) <= 40
+        # it learnt from every verified token, repeated ones included (all but the last, never verified)
+        assert len(stand.history) == 5 + len(session.new_token_ids) - 1
+        assert stand.history == session.tokens[:-1]
+
+
+def test_running_mean_merges_repeat_sightings():
+    stand = make_drafter("stand", order=1, top_k=2)
+    stand.begin([1])
+    stand.observe([1], torch.log(torch.tensor([[0.7, 0.2, 0.1]])))  # context (1,): {0: 0.7/0.9, 1: 0.2/0.9}
+    stand.history = [1]
+    stand.observe([1], torch.log(torch.tensor([[0.1, 0.2, 0.7]])))  # second sighting: {2: .7/.9, 1: .2/.9}
+    ids, probs, seen = stand.table[(1,)]
+    first = {0: 0.7 / 0.9, 1: 0.2 / 0.9}
+    second = {2: 0.7 / 0.9, 1: 0.2 / 0.9}
+    merged = {t: (first.get(t, 0) + second.get(t, 0)) / 2 for t in (0, 1, 2)}
+    top = sorted(merged, key=lambda t: (-merged[t], t))[:2]
+    assert seen == 2 and list(ids) == top
+    assert probs == pytest.approx([merged[t] / sum(merged[u] for u in top) for t in top])

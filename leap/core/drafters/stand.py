@@ -97,6 +97,7 @@ class Stand(Drafter):
         # per match order j: (running mean of the q/p overlap, sightings) - see _score_overlap
         self.overlap: list[tuple[float, int]] = [(0.5, 0)] * self.order
         self.last_match_of_lookup = 0
+        self._pending_known = False
 
     def use_costs(self, costs) -> None:
         self.costs = costs
@@ -104,12 +105,14 @@ class Stand(Drafter):
     # ------------------------------------------------------------------ learning from the verifier
     def begin(self, prompt: Sequence[int]) -> None:
         self.history = [int(t) for t in prompt]
+        self._pending_known = True  # the prompt's last token, pending at the first step, is in history
 
     def observe(self, inputs: Sequence[int], logits: torch.Tensor) -> None:
         if not inputs:
             return
-        if not self.history or self.history[-1] != int(inputs[0]):
+        if not self._pending_known:
             self.history.append(int(inputs[0]))  # the previous step's own token, now pending
+        self._pending_known = False
         probs = torch.softmax(logits.float(), dim=-1)
         top = torch.topk(probs, min(self.top_k, probs.shape[-1]), dim=-1)
         ids, values = top.indices.tolist(), top.values.tolist()
@@ -132,7 +135,7 @@ class Stand(Drafter):
         if entry is None:
             return
         ids, q = entry
-        beta = float(torch.minimum(p[list(ids)], torch.tensor(q, dtype=p.dtype)).sum())
+        beta = torch.minimum(p[list(ids)], torch.tensor(q, dtype=p.dtype, device=p.device)).sum().item()
         mean, seen = self.overlap[order - 1]
         self.overlap[order - 1] = ((mean * seen + beta) / (seen + 1), seen + 1)
 
