@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from leap.core.drafters import drafters
+from leap.core.tree_rules import tree_rules
 from leap.redundancy.base import redundancy_metrics
 from leap.search import search_agents
 from tests.tiny import save_tiny_model
@@ -18,7 +19,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "agents.md"
 def test_agents_md_python_examples_run(tmp_path, monkeypatch):
     folder = save_tiny_model(tmp_path / "tiny", eos_token_id=None)
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     namespace: dict = {}
     try:
         for code in blocks:
@@ -30,6 +31,8 @@ def test_agents_md_python_examples_run(tmp_path, monkeypatch):
         search_agents.remove("greedy-skip")
         redundancy_metrics.remove("update-norm")
         drafters.remove("repeat-last")
+        if "first-path" in tree_rules:
+            tree_rules.remove("first-path")
     # the Gymnasium loop: its return is the cost-model reward of the real steps the episode took
     from leap.search.reward import CostModelSpeedup
 
@@ -41,7 +44,8 @@ def test_agents_md_python_examples_run(tmp_path, monkeypatch):
 
 
 def _check_metric_and_drafter(folder):
-    """The metric example drives zones; the drafter example is lossless and really drafts."""
+    """The metric example drives zones; the drafter example is lossless and really drafts; the tree rule
+    example runs."""
     from leap.core import SelfSpecDecoder, load_model
     from leap.core.trace import capture_trace
     from leap.redundancy.build import SpaceSettings, space_from_traces
@@ -54,6 +58,11 @@ def _check_metric_and_drafter(folder):
     plain = SelfSpecDecoder(model, None).generate(prompt, max_new_tokens=16)
     drafted = SelfSpecDecoder(model, None, drafter="repeat-last").generate(prompt, max_new_tokens=16)
     assert drafted.token_ids == plain.token_ids and drafted.draft_tokens_proposed > 0
+    # the tree rule example verifies stand's trees: plain decoding under greedy, 16 tokens under sampling
+    rule = dict(drafter="stand", drafter_kwargs={"shape": "best-first"}, tree_verify="first-path")
+    assert SelfSpecDecoder(model, None, **rule).generate(prompt, max_new_tokens=16).token_ids == plain.token_ids
+    sampled = SelfSpecDecoder(model, None, **rule).generate(prompt, max_new_tokens=16, temperature=1.0, seed=0)
+    assert sampled.new_tokens == 16
 
 
 def test_agents_md_shell_examples_name_real_flags():
