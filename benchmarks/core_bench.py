@@ -29,8 +29,8 @@ from pathlib import Path
 import torch
 
 from leap.core import LayerConfig, SelfSpecDecoder, load_model
-from leap.core.device import timed_call
-from leap.core.layers import LayerStack
+from leap.core.runtime.device import timed_call
+from leap.core.modeling.layers import LayerStack
 
 ROOT = Path(__file__).resolve().parents[1]
 CATEGORIES = ["translation", "summarization", "qa", "math_reasoning", "writing", "coding", "rag"]
@@ -97,8 +97,8 @@ def forward_fns(model, ks=(1, 2, 4, 8, 16), context=300) -> dict[int, object]:
 
 def draft_costs(model, configs: dict[str, LayerConfig], context=300) -> dict[str, float]:
     """Time of one draft token under each config / time of one full single-token forward."""
-    from leap.core.draft_head import DraftHead
-    from leap.core.layers import plan_for
+    from leap.core.modeling.draft_head import DraftHead
+    from leap.core.modeling.layers import plan_for
 
     stack, ids, cache = _prefilled(model, context)
     plans = {name: plan_for([a.passes for a in c.actions]) for name, c in configs.items()}

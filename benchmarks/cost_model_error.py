@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from leap.bench.provenance import provenance
+from leap.core.runtime.provenance import provenance
 from leap.core import SelfSpecDecoder, load_model
-from leap.core.calibration import calibration_for
+from leap.core.decoding.calibrate import calibration_for
 from leap.data import load_prompts, pick_per_category
 from leap.redundancy.analysis import prompt_ids
 from leap.search.factory import agent_factory

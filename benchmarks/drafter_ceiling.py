@@ -33,10 +33,10 @@ import torch
 from tqdm import tqdm
 
 from leap.core import SelfSpecDecoder, load_model
-from leap.core.draft_tree import DraftTree
+from leap.core.trees.draft_tree import DraftTree
 from leap.core.drafters import Drafter, make_drafter
 from leap.core.drafters.select import accepted_along
-from leap.core.layers import LayerStack
+from leap.core.modeling.layers import LayerStack
 from leap.data import load_prompts, pick_per_category
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -24,7 +24,7 @@ import torch
 from tqdm import tqdm
 
 from leap.core import SelfSpecDecoder, load_model
-from leap.core.device import timed_call
+from leap.core.runtime.device import timed_call
 from leap.data import load_prompts, pick_per_category
 from leap.redundancy.analysis import prompt_ids
 from leap.search.factory import agent_factory

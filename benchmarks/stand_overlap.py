@@ -16,8 +16,8 @@ import statistics
 
 import torch
 
-import leap.core.decoder as decoder_module
-from leap.bench.provenance import provenance
+import leap.core.decoding.decoder as decoder_module
+from leap.core.runtime.provenance import provenance
 from leap.core import SelfSpecDecoder, load_model
 from leap.core.drafters import make_drafter
 from leap.data import load_prompts

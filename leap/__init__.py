@@ -19,6 +19,10 @@ _CORE = ("LayerAction", "LayerConfig", "LeapModel", "SelfSpecDecoder", "Decoding
 
 __all__ = [*_CORE, "__version__"]
 
+from leap import _moved
+
+_moved.install()  # old import paths (issue 18) keep working for one release, with a DeprecationWarning
+
 try:  # register the Gymnasium environments (cheap: entry points are imported by gym.make)
     from leap.envs import register_envs as _register_envs
 

@@ -1,10 +1,10 @@
-"""A hand-made :class:`~leap.core.calibration.Calibration` for tests that need costs but not a measurement.
+"""A hand-made :class:`~leap.core.decoding.calibrate.Calibration` for tests that need costs but not a measurement.
 
 The numbers are a test's assumptions, not any machine's: a verification curve ``c(k) = 1 + 0.05 (k - 1)``,
 a layer pass 1/40 of a step, 0.1 per token for the LM head, 0.01 per step for every drafter.
 """
 
-from leap.core.calibration import Calibration
+from leap.core.runtime.costs import Calibration
 
 
 def fake_costs(num_layers: int = 6, drafters=("prompt-lookup", "suffix", "token-recycling", "gated")) -> Calibration:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from leap.core.drafters import drafters
-from leap.core.tree_rules import tree_rules
+from leap.core.verify.tree_rules import tree_rules
 from leap.redundancy.base import redundancy_metrics
 from leap.search import search_agents
 from tests.tiny import save_tiny_model
@@ -47,7 +47,7 @@ def _check_metric_and_drafter(folder):
     """The metric example drives zones; the drafter example is lossless and really drafts; the tree rule
     example runs."""
     from leap.core import SelfSpecDecoder, load_model
-    from leap.core.trace import capture_trace
+    from leap.core.modeling.trace import capture_trace
     from leap.redundancy.build import SpaceSettings, space_from_traces
 
     model = load_model(str(folder))

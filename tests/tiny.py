@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from leap.core.model import LeapModel, wrap_model
+from leap.core.modeling.model import LeapModel, wrap_model
 
 VOCAB = 97
 WORDS = ["<unk>", "<s>", "</s>", "<eos>"] + [f"w{i}" for i in range(4, VOCAB)]

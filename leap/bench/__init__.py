@@ -4,5 +4,9 @@
   every search agent and drafter, transformers' assisted-generation peers);
 * :mod:`leap.bench.harness` - runs them interleaved per prompt, appends JSONL records, resumes;
 * :mod:`leap.bench.records` - the record format;
-* :mod:`leap.bench.report` - LEAP's Table 1 / Table 2, CSV, plots.
+* :mod:`leap.bench.report` - LEAP's Table 1 / Table 2, CSV, plots;
+* :mod:`leap.bench.smoke` - every path at real size (``leap smoke``); :mod:`leap.bench.compare` - ``--compare``.
+
+May import: everything below it (:mod:`leap.core`, :mod:`leap.redundancy`, :mod:`leap.search`,
+:mod:`leap.envs`); only :mod:`leap.cli` imports it.
 """

@@ -3,7 +3,7 @@
 One warm-up call of each (untimed), then ``repeats`` rounds; each round runs both, the order
 alternating (plain first in even rounds, the method first in odd ones), so drift of a shared
 machine hits both alike. Each call is timed by one wall clock around the *whole* call
-(:func:`leap.core.device.wall_clock`: search, probes, prefill and decoding; the device synchronised
+(:func:`leap.core.runtime.device.wall_clock`: search, probes, prefill and decoding; the device synchronised
 at both ends). A round's ratio is the method's tokens/s over plain decoding's; the result is the
 median ratio with the lowest and highest round.
 
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from leap.core.device import wall_clock
+from leap.core.runtime.device import wall_clock
 
 __all__ = ["Comparison", "compare"]
 

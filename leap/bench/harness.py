@@ -30,11 +30,11 @@ from typing import Any
 import torch
 
 from leap.bench.methods import BenchMethod, BenchOptions, MethodResult, make_method
-from leap.bench.provenance import provenance
+from leap.core.runtime.provenance import provenance
 from leap.bench.records import RecordFile, record_key
-from leap.core.device import wall_clock
+from leap.core.runtime.device import wall_clock
 from leap.core.errors import SettingsError
-from leap.core.model import LeapModel
+from leap.core.modeling.model import LeapModel
 
 __all__ = ["Bench", "BenchSettings", "first_mismatch", "time_parts", "TIME_PARTS"]
 

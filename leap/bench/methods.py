@@ -35,11 +35,11 @@ from typing import Any
 import torch
 
 from leap.core.config import LayerConfig
-from leap.core.decoder import SelfSpecDecoder
+from leap.core.decoding.decoder import SelfSpecDecoder
 from leap.core.drafters import drafters
 from leap.core.errors import SettingsError, UnknownNameError
-from leap.core.model import LeapModel
-from leap.core.outcome import GenerationOutcome
+from leap.core.modeling.model import LeapModel
+from leap.core.decoding.outcome import GenerationOutcome
 from leap.core.registry import Registry
 
 __all__ = ["BenchMethod", "BenchOptions", "MethodResult", "bench_methods", "make_method", "method_names"]
@@ -49,7 +49,7 @@ __all__ = ["BenchMethod", "BenchOptions", "MethodResult", "bench_methods", "make
 class BenchOptions:
     """Settings every method shares: the online search's (``budget``, ``reward``, ``min_speedup``,
     ``give_up``), the layer-skip draft's policy, the base seed of agents, and the tree verification
-    rule under sampling (``tree_verify``, a name from :data:`leap.core.tree_rules.tree_rules`)."""
+    rule under sampling (``tree_verify``, a name from :data:`leap.core.verify.tree_rules.tree_rules`)."""
 
     budget: int = 40
     reward: str = "measured"

@@ -10,7 +10,7 @@ overridden) runs, on the device and dtype asked for,
 * ``drafter``: a model-free drafter (``suffix``) and the ``select`` drafter (calibrated costs),
 * ``redundancy``: every registered metric on a prefill trace, zones and groups,
 * ``env``: one episode of ``LeapLayerSearchCost-v0`` with random actions,
-* ``calibration``: the cost curves of :mod:`leap.core.calibration`,
+* ``calibration``: the cost curves of :mod:`leap.core.decoding.calibrate`,
 
 and reports, per path, ``ok`` or the error; greedy token identity against plain decoding (float32:
 ``identical`` must be true; bfloat16/float16: the identity rate and, where a path diverges, the
@@ -34,8 +34,8 @@ from typing import Any
 
 import torch
 
-from leap.bench.provenance import provenance
-from leap.core.device import synchronize, wall_clock
+from leap.core.runtime.provenance import provenance
+from leap.core.runtime.device import synchronize, wall_clock
 from leap.core.errors import SettingsError
 
 __all__ = ["PRESETS", "build_random_model", "run_smoke", "SmokeSettings"]
@@ -70,7 +70,7 @@ def build_random_model(preset: str, device: str, dtype: torch.dtype, overrides: 
     (no float32 copy on the host: the 8B preset fits a 24 GiB machine in bfloat16)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from leap.core.model import wrap_model
+    from leap.core.modeling.model import wrap_model
 
     if preset not in PRESETS:
         raise SettingsError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
@@ -108,7 +108,7 @@ def _peak_memory_gib(device: torch.device) -> float:
 
 def _first_divergence(model, prompt: list[int], reference: list[int], other: list[int]) -> dict[str, Any] | None:
     """Where ``other`` first leaves ``reference`` and the reference model's top-2 logit margin there."""
-    from leap.core.layers import LayerStack
+    from leap.core.modeling.layers import LayerStack
 
     n = next((i for i, (a, b) in enumerate(zip(reference, other)) if a != b), None)
     if n is None:
@@ -123,10 +123,10 @@ def _first_divergence(model, prompt: list[int], reference: list[int], other: lis
 
 def run_smoke(settings: SmokeSettings, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Build the model, run every path, return the report (see the module docstring)."""
-    from leap.core.calibration import calibrate
+    from leap.core.decoding.calibrate import calibrate
     from leap.core.config import LayerConfig
-    from leap.core.decoder import SelfSpecDecoder
-    from leap.core.model import _pick_dtype
+    from leap.core.decoding.decoder import SelfSpecDecoder
+    from leap.core.modeling.model import _pick_dtype
 
     say = progress or (lambda msg: None)
     device = torch.device(settings.device)
@@ -193,9 +193,9 @@ def run_smoke(settings: SmokeSettings, progress: Callable[[str], None] | None = 
                                   SearchSettings(budget=settings.budget, give_up=settings.budget))
             timed_generate(name, lambda: runner.generate(prompt, max_new_tokens=settings.max_new_tokens))
         elif name == "redundancy":
-            from leap.core.trace import capture_trace
+            from leap.core.modeling.trace import capture_trace
             from leap.redundancy.base import compute_metrics
-            from leap.search.runner import build_space
+            from leap.redundancy.build import build_space
 
             trace = capture_trace(model, prompt, positions=8)
             metrics = compute_metrics(trace)

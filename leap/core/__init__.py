@@ -1,7 +1,19 @@
-"""leap.core: configurations, the model adapter and the lossless self-speculative decoder.
+"""leap.core: the lossless self-speculative decoding engine, in the order data flows through it.
 
-Names are imported lazily (PEP 562), so ``from leap.core.config import LayerConfig`` and the pure
-search/zone logic that uses it never import torch.
+=========================  ==============================================================================
+foundations (``*.py``)     ``config`` (LayerAction, LayerConfig), ``errors``, ``registry``, ``options``, ``ucb1``
+:mod:`.runtime`            the machine: device-safe transfers, step clocks, the cost record, provenance
+:mod:`.modeling`           prompt -> model: the model adapter, KV cache, linears, LayerStack, traces, probes
+:mod:`.trees`              the draft's shape: chains and trees (OPT-Tree, sampled trees)
+:mod:`.drafters`           draft: what proposes candidate tokens (layer skip, model-free, hybrids)
+:mod:`.policies`           draft: when to stop drafting
+:mod:`.verify`             verify: acceptance rules and tree verification rules
+:mod:`.decoding`           -> outcome: the decoder and session that tie them together, and calibration
+=========================  ==============================================================================
+
+Each sub-package may import only those above it in this table (``tests/test_layout.py`` checks
+there are no import cycles). Names are imported lazily (PEP 562), so ``from leap.core.config import
+LayerConfig`` and the pure search/zone logic that uses it never import torch.
 """
 
 from __future__ import annotations
@@ -12,20 +24,20 @@ from typing import Any
 _EXPORTS = {
     "LayerAction": "leap.core.config",
     "LayerConfig": "leap.core.config",
-    "SelfSpecDecoder": "leap.core.decoder",
-    "DecodingSession": "leap.core.decoder",
-    "LeapModel": "leap.core.model",
-    "load_model": "leap.core.model",
-    "wrap_model": "leap.core.model",
-    "resolve_model": "leap.core.model",
-    "DEFAULT_MODEL": "leap.core.model",
-    "GenerationOutcome": "leap.core.outcome",
-    "StepRecord": "leap.core.outcome",
-    "DraftPolicy": "leap.core.policies",
-    "draft_policies": "leap.core.policies",
-    "make_policy": "leap.core.policies",
+    "SelfSpecDecoder": "leap.core.decoding.decoder",
+    "DecodingSession": "leap.core.decoding.session",
+    "LeapModel": "leap.core.modeling.model",
+    "load_model": "leap.core.modeling.model",
+    "wrap_model": "leap.core.modeling.model",
+    "resolve_model": "leap.core.modeling.model",
+    "DEFAULT_MODEL": "leap.core.modeling.model",
+    "GenerationOutcome": "leap.core.decoding.outcome",
+    "StepRecord": "leap.core.decoding.outcome",
+    "DraftPolicy": "leap.core.policies.base",
+    "draft_policies": "leap.core.policies.base",
+    "make_policy": "leap.core.policies.base",
     "Registry": "leap.core.registry",
-    "SamplingSettings": "leap.core.sampling",
+    "SamplingSettings": "leap.core.verify.sampling",
     "LeapError": "leap.core.errors",
     "ConfigError": "leap.core.errors",
     "ContextLengthError": "leap.core.errors",

@@ -9,7 +9,7 @@ String forms (both parse with :meth:`LayerConfig.parse`):
 * sparse, for the command line: ``"skip=5,6,7;repeat=28"`` (needs ``num_layers``); ranges such as
   ``skip=5-9`` are accepted.
 
-REPEAT semantics (who defines it: :class:`leap.core.layers.LayerStack`): the draft runs a repeated
+REPEAT semantics (who defines it: :class:`leap.core.modeling.layers.LayerStack`): the draft runs a repeated
 layer twice in a row on the same position. The second pass attends to the layer's committed cache
 (the full model's keys/values for earlier positions) plus its own keys/values for the draft token,
 which *replace* the first pass's entry. Every draft entry is rolled back before verification, so

@@ -5,8 +5,8 @@ Every arm is tried once, in order, before any is repeated; then the arm maximisi
 ``mean + c sqrt(2 ln t / n)`` (``t`` pulls in all, ``n`` of this arm). Ties go to the first arm, or to
 a random one among them when a NumPy generator is given.
 
-Who calls what: the ``ucb`` search agent (:mod:`leap.search.ucb`) over configurations, the ``bandit``
-draft-length policy (:mod:`leap.core.policy_bandit`) over policies.
+Who calls what: the ``ucb`` search agent (:mod:`leap.search.agents.ucb`) over configurations, the ``bandit``
+draft-length policy (:mod:`leap.core.policies.bandit`) over policies.
 """
 
 from __future__ import annotations

@@ -1,4 +1,12 @@
-"""Data shipped with leap: the Spec-Bench prompt set (Apache-2.0, see spec_bench/SOURCE.md)."""
+"""leap.data: data shipped inside the package - the Spec-Bench prompt set.
+
+Owns ``spec_bench/question.jsonl`` (480 questions in 13 categories; Apache-2.0, source and commit in
+``spec_bench/SOURCE.md``, licence beside it), :func:`load_prompts` and :func:`pick_per_category`,
+which ``leap bench``, ``leap redundancy``, the environments and the benchmarks read. Evaluation
+prompts only: nothing is trained or tuned on them.
+
+May import: the foundations of :mod:`leap.core` only.
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@
   ``LeapLayerSearchCost-v1`` are the earlier names of these two, kept as aliases.
 
 ``gym.make("leap.envs:LeapLayerSearch-v0")`` imports this module, which registers the ids.
+
+May import: :mod:`leap.core`, :mod:`leap.redundancy`, :mod:`leap.search` and :mod:`leap.data`.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ Rewards: ``reward="measured"`` (wall clock; registered as ``LeapLayerSearch-v0``
 :mod:`leap.search.reward`; registered as ``LeapLayerSearchCost-v0``, passes ``check_env``'s
 determinism checks). Bump the ``-vN`` suffix whenever the meaning of an observation or reward changes.
 
-Constructor: ``model`` (a name/path for :func:`leap.core.model.load_model`, loaded on ``device`` in
+Constructor: ``model`` (a name/path for :func:`leap.core.modeling.model.load_model`, loaded on ``device`` in
 ``dtype``, or a ``LeapModel`` already loaded - several environments can share one),
 ``prompts`` (a JSONL file, a list of strings or of token-id lists; default: the shipped Spec-Bench
 prompts), ``max_new_tokens``, ``reward``, ``step_budget``, ``zones``/``groups`` (ablations), ``chat``.
@@ -80,11 +80,11 @@ class LeapLayerSearchEnv(gym.Env):
         device: str = "auto",
         dtype: str | None = None,
     ) -> None:
-        from leap.core.decoder import SelfSpecDecoder
-        from leap.core.model import LeapModel, load_model
+        from leap.core.decoding.decoder import SelfSpecDecoder
+        from leap.core.modeling.model import LeapModel, load_model
         from leap.redundancy.base import compute_metrics
         from leap.search.reward import make_reward
-        from leap.search.runner import build_space
+        from leap.redundancy.build import build_space
 
         # a LeapModel passed in is used as it is (several environments can share one); a name or path is
         # loaded here, on ``device`` in ``dtype`` (defaults: CUDA if available, float32 on CPU / bfloat16 on GPU)

@@ -117,7 +117,7 @@ class _Learned(_Policy):
 def _episode(env, index: int, policy) -> tuple[list[float], list[int], bool]:
     """One episode on prompt ``index``: its rewards, committed tokens per step, and token identity with
     plain decoding of the same prompt and length."""
-    from leap.core.decoder import SelfSpecDecoder
+    from leap.core.decoding.decoder import SelfSpecDecoder
 
     obs, info = env.reset(options={"prompt_index": index})
     policy.begin(env)
@@ -190,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ppo = train_ppo(train_env, args.timesteps, seed=args.seed)
     held_idx = list(range(len(train), len(train) + len(held)))
     results = compare_policies(env, held_idx, {"ppo": ppo, "random": "random", "mcts": "mcts"}, seed=args.seed)
-    from leap.bench.provenance import provenance
+    from leap.core.runtime.provenance import provenance
 
     print(json.dumps({"provenance": provenance(env.model), "train_prompts": len(train), "held_out_prompts": len(held), "timesteps": args.timesteps,
                       "results": [asdict(r) for r in results]}, indent=1))

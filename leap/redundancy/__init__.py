@@ -1,7 +1,9 @@
 """leap.redundancy: per-layer redundancy metrics, LEAP's zones and groups, and the search space.
 
 Metric modules need torch and are imported when a metric is looked up; zones, groups and the search
-space are pure numpy.
+space are pure numpy; :mod:`leap.redundancy.build` builds LEAP's space from any registered metric.
+
+May import: :mod:`leap.core` (the model, traces and the decoder for Observation 1).
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from leap.core.decoder import SelfSpecDecoder
-from leap.core.model import LeapModel
-from leap.core.trace import capture_trace
+from leap.core.decoding.decoder import SelfSpecDecoder
+from leap.core.modeling.model import LeapModel
+from leap.core.modeling.trace import capture_trace
 from leap.redundancy.base import compute_metrics, redundancy_metrics
 from leap.redundancy.build import SpaceSettings, space_from_metrics
 from leap.redundancy.zones import ZoneSettings

@@ -66,10 +66,10 @@ redundancy_metrics: Registry[type[RedundancyMetric]] = Registry(
     "redundancy metric",
     "leap.redundancy_metrics",
     builtin_modules=(
-        "leap.redundancy.residual_ratio",
-        "leap.redundancy.ear_gain",
-        "leap.redundancy.cosine",
-        "leap.redundancy.attention_entropy",
+        "leap.redundancy.metrics.residual_ratio",
+        "leap.redundancy.metrics.ear_gain",
+        "leap.redundancy.metrics.cosine",
+        "leap.redundancy.metrics.attention_entropy",
     ),
 )
 
@@ -83,7 +83,7 @@ def compute_metrics(traces, names: Iterable[str] | None = None,
                     metric_args: Mapping[str, Mapping] | None = None) -> dict[str, np.ndarray]:
     """``{name: values}`` for the named metrics (default: every registered one).
 
-    ``traces`` is one :class:`~leap.core.trace.LayerTrace` or a sequence of them (several prompts),
+    ``traces`` is one :class:`~leap.core.modeling.trace.LayerTrace` or a sequence of them (several prompts),
     in which case each metric is the mean over traces. ``metric_args`` holds constructor arguments
     per metric name.
     """

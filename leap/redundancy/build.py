@@ -14,7 +14,7 @@ values (the rules' constants were written for their scales, so LEAP's defaults a
 other metric gives its negated redundancy scaled to [0, 1]. Metric constructor arguments come as
 ``metric_args = {name: {key: value}}`` (``--metric-arg NAME:key=value``).
 
-Who calls what: :func:`leap.search.runner.build_space` (per prompt, for the agents), ``leap
+Who calls what: :func:`build_space` (per prompt, for the agents), ``leap
 redundancy`` (:mod:`leap.redundancy.analysis`), the environments and ``leap smoke``.
 """
 
@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 
 from leap.redundancy.base import compute_metrics, make_metric
-from leap.redundancy.space import SearchSpace, build_search_space
-from leap.redundancy.zones import ZoneSettings
+from leap.redundancy.space import DecisionUnit, SearchSpace, build_search_space
+from leap.redundancy.zones import ZONE_ACTIONS, Zone, ZoneSettings
 
-__all__ = ["SpaceSettings", "space_from_metrics", "space_from_traces", "SPACE_METRICS"]
+__all__ = ["SpaceSettings", "space_from_metrics", "space_from_traces", "build_space", "baseline_space", "SPACE_METRICS"]
 
 SPACE_METRICS = ("residual-ratio", "ear-gain", "cosine")  # LEAP's two plus the one SWIFT/CLaSP-style agents rank by
 
@@ -70,3 +70,23 @@ def space_from_traces(traces, settings: SpaceSettings = SpaceSettings(),
     names = None if metrics is None else list(dict.fromkeys([*metrics, settings.zone_metric, settings.group_metric]))
     values = compute_metrics(traces, names, metric_args=settings.metric_args)
     return space_from_metrics(values, settings)
+
+
+def baseline_space(num_layers: int) -> SearchSpace:
+    """One unit per layer, first and last layer execute-only, the rest EXECUTE/SKIP (SWIFT, CLaSP)."""
+    units = []
+    for l in range(num_layers):
+        zone = Zone.EARLY if l in (0, num_layers - 1) else Zone.MIDDLE
+        units.append(DecisionUnit((l,), zone, ZONE_ACTIONS[zone]))
+    return SearchSpace(units)
+
+
+def build_space(trace, *, zones: bool = True, groups: bool = True, settings: ZoneSettings = ZoneSettings(),
+                metrics: Sequence[str] | None = SPACE_METRICS, zone_metric: str = "residual-ratio",
+                group_metric: str = "ear-gain", metric_args: dict | None = None) -> SearchSpace:
+    """LEAP's search space from a prefill trace (or a list of traces), built by
+    :func:`leap.redundancy.build.space_from_traces`: ``zone_metric`` fills LEAP's R role, ``group_metric``
+    its Delta L role; ``cosine`` is kept for the agents that rank units by it; ``metrics=None`` computes
+    every registered metric (the environment's observation)."""
+    return space_from_traces(trace, SpaceSettings(zone_metric, group_metric, metric_args or {}, settings, zones,
+                                                  groups), metrics)

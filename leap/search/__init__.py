@@ -1,7 +1,10 @@
 """leap.search: interchangeable agents that pick layer configurations online (LEAP Stage II).
 
 The agent API (:mod:`leap.search.base`), the history and rewards are pure python/numpy; the runner
-(:mod:`leap.search.runner`) drives an agent on real decoding.
+(:mod:`leap.search.runner`) drives an agent on real decoding; :mod:`leap.search.drafter_space` adds the
+drafter dimension (``JointSpace``).
+
+May import: :mod:`leap.core` and :mod:`leap.redundancy`.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ environment or a benchmark loop):
 1. ``agent = make_agent("mcts", space, seed=0)`` - the agent gets the
    :class:`~leap.redundancy.space.SearchSpace` (zones, groups, allowed actions) and a seed; it never
    touches global random state (``self.rng`` is its own ``numpy.random.Generator``).
-2. ``agent.on_prompt(probe)`` - a new prompt starts; ``probe`` is a :class:`~leap.core.probe.Probe`
-   (the runner passes a :class:`~leap.core.probe.ContextProbe`; None in model-free loops) for agents
+2. ``agent.on_prompt(probe)`` - a new prompt starts; ``probe`` is a :class:`~leap.core.modeling.probe.Probe`
+   (the runner passes a :class:`~leap.core.modeling.probe.ContextProbe`; None in model-free loops) for agents
    that score configurations on the context (SWIFT, CLaSP): ``committed``, ``matchness``,
    ``target_states``, ``run_layer`` - never the decoder's internals. Default: nothing.
 3. loop: ``config = agent.ask(history)`` -> a :class:`~leap.core.config.LayerConfig` inside the space,
@@ -53,7 +53,7 @@ import numpy as np
 
 from leap.core.config import LayerConfig
 from leap.core.registry import Registry
-from leap.core.probe import Probe
+from leap.core.modeling.probe import Probe
 from leap.redundancy.space import SearchSpace
 from leap.search.history import SearchHistory
 
@@ -78,8 +78,8 @@ class SearchAgent:
                   **space_kwargs: Any) -> SearchSpace:
         """The space this agent searches for a prompt with prefill ``trace`` (LEAP's by default;
         ``space_kwargs``: ``zone_metric``, ``group_metric``, ``metric_args`` of
-        :func:`leap.search.runner.build_space`)."""
-        from leap.search.runner import build_space
+        :func:`leap.redundancy.build.build_space`)."""
+        from leap.redundancy.build import build_space
 
         if trace is None:
             from leap.core.errors import SettingsError
@@ -159,13 +159,13 @@ search_agents: Registry[type[SearchAgent]] = Registry(
     "search agent",
     "leap.search_agents",
     builtin_modules=(
-        "leap.search.random_agent",
-        "leap.search.mcts",
-        "leap.search.ucb",
-        "leap.search.bayes",
-        "leap.search.swift",
-        "leap.search.clasp",
-        "leap.search.zone_rule",
+        "leap.search.agents.random_agent",
+        "leap.search.agents.mcts",
+        "leap.search.agents.ucb",
+        "leap.search.agents.bayes",
+        "leap.search.agents.swift",
+        "leap.search.agents.clasp",
+        "leap.search.agents.zone_rule",
     ),
 )
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from leap.core.errors import SettingsError
-from leap.core.trace import LayerTrace
+from leap.core.modeling.trace import LayerTrace
 from leap.search.base import SearchAgent, make_agent, search_agents
 from leap.search.drafter_space import with_drafters
 

@@ -3,7 +3,7 @@
 * :class:`MeasuredSpeedup` (LEAP's reward): ``s = committed * t_base / (t_draft + t_verify)``, with
   ``t_base`` the measured time of one plain decoding step in the same process.
 * :class:`CostModelSpeedup`: ``s = committed / step_cost``, with the step's cost predicted from the
-  machine's calibration (:mod:`leap.core.calibration`): the verification curve ``c(drafted + 1)``,
+  machine's calibration (:mod:`leap.core.decoding.calibrate`): the verification curve ``c(drafted + 1)``,
   the draft's layer passes and LM-head evaluations, and a model-free drafter's own overhead, all in
   plain steps. Deterministic for greedy decoding given the calibration: for reproducible research,
   tests and the cost-model environment.
@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from leap.core.calibration import Calibration
-from leap.core.outcome import StepRecord
+from leap.core.runtime.costs import Calibration
+from leap.core.decoding.outcome import StepRecord
 
 __all__ = ["MeasuredSpeedup", "CostModelSpeedup", "make_reward"]
 

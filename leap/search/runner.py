@@ -35,21 +35,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leap.core.config import LayerConfig
-from leap.core.decoder import SelfSpecDecoder
+from leap.core.decoding.decoder import SelfSpecDecoder
 from leap.core.drafters import Drafter, make_drafter
 from leap.core.errors import SettingsError
-from leap.core.outcome import GenerationOutcome, StepRecord
-from leap.core.probe import ContextProbe
-from leap.core.trace import LayerTrace
-from leap.redundancy.build import SPACE_METRICS, SpaceSettings, space_from_traces
-from leap.redundancy.space import DecisionUnit, SearchSpace
-from leap.redundancy.zones import ZONE_ACTIONS, Zone, ZoneSettings
+from leap.core.decoding.outcome import GenerationOutcome, StepRecord
+from leap.core.modeling.probe import ContextProbe
+from leap.core.modeling.trace import LayerTrace
+from leap.redundancy.build import baseline_space, build_space
 from leap.search.base import SearchAgent
 from leap.search.drafter_space import DraftChoice, DrafterOption
 from leap.search.history import SearchHistory
 from leap.search.reward import CostModelSpeedup, MeasuredSpeedup
 
-__all__ = ["OnlineSearch", "SearchSettings", "SearchOutcome", "build_space", "baseline_space"]
+__all__ = ["OnlineSearch", "SearchSettings", "SearchOutcome", "build_space", "baseline_space"]  # the last two re-exported from leap.redundancy.build
 
 
 @dataclass(frozen=True)
@@ -99,26 +97,6 @@ class SearchOutcome:
         return {**self.generation.to_dict(), "search_iterations": self.iterations, "converged": self.converged,
                 "fixed_config": self.fixed_config, "search_overhead_s": self.search_overhead_s,
                 "t_base_s": self.t_base_s, "trials": self.trials, "carried_over": self.carried_over}
-
-
-def baseline_space(num_layers: int) -> SearchSpace:
-    """One unit per layer, first and last layer execute-only, the rest EXECUTE/SKIP (SWIFT, CLaSP)."""
-    units = []
-    for l in range(num_layers):
-        zone = Zone.EARLY if l in (0, num_layers - 1) else Zone.MIDDLE
-        units.append(DecisionUnit((l,), zone, ZONE_ACTIONS[zone]))
-    return SearchSpace(units)
-
-
-def build_space(trace, *, zones: bool = True, groups: bool = True, settings: ZoneSettings = ZoneSettings(),
-                metrics: Sequence[str] | None = SPACE_METRICS, zone_metric: str = "residual-ratio",
-                group_metric: str = "ear-gain", metric_args: dict | None = None) -> SearchSpace:
-    """LEAP's search space from a prefill trace (or a list of traces), built by
-    :func:`leap.redundancy.build.space_from_traces`: ``zone_metric`` fills LEAP's R role, ``group_metric``
-    its Delta L role; ``cosine`` is kept for the agents that rank units by it; ``metrics=None`` computes
-    every registered metric (the environment's observation)."""
-    return space_from_traces(trace, SpaceSettings(zone_metric, group_metric, metric_args or {}, settings, zones,
-                                                  groups), metrics)
 
 
 class OnlineSearch:

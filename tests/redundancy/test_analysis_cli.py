@@ -29,7 +29,7 @@ def test_redundancy_json_report(model_dir, capsys):
     from scipy import stats
 
     from leap.core import SelfSpecDecoder, load_model
-    from leap.core.trace import capture_trace
+    from leap.core.modeling.trace import capture_trace
     from leap.data import load_prompts, pick_per_category
     from leap.redundancy.analysis import prompt_ids
     from leap.redundancy.base import compute_metrics

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from leap.core import SelfSpecDecoder
-from leap.core.trace import capture_trace
+from leap.core.modeling.trace import capture_trace
 from leap.redundancy.base import RedundancyMetric, compute_metrics, make_metric, redundancy_metrics
-from leap.redundancy.ear_gain import expected_accept_lengths
+from leap.redundancy.metrics.ear_gain import expected_accept_lengths
 from tests.tiny import tiny_model
 
 PROMPT = list(range(4, 40))

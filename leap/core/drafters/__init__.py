@@ -16,6 +16,9 @@ of them (property-tested over the registry). One algorithm per module:
 =====================  ===========================================================================
 
 Register your own with ``@drafters.register("name")`` or the entry-point group ``leap.drafters``.
+
+May import: the foundations, :mod:`leap.core.runtime` (costs) and :mod:`leap.core.trees`; the decoding
+session imports drafters, never the other way round.
 """
 
 from leap.core.drafters.base import Drafter, drafters, make_drafter

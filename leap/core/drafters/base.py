@@ -1,9 +1,9 @@
 """The :class:`Drafter` interface and the ``drafters`` registry.
 
-Lifecycle, as :class:`leap.core.decoder.DecodingSession` drives it:
+Lifecycle, as :class:`leap.core.decoding.decoder.DecodingSession` drives it:
 
 1. ``begin(prompt_ids)`` when a session starts (a new request);
-2. each step: ``propose_tree(tokens, max_depth)`` -> a :class:`~leap.core.draft_tree.DraftTree` of
+2. each step: ``propose_tree(tokens, max_depth)`` -> a :class:`~leap.core.trees.draft_tree.DraftTree` of
    candidates following ``tokens`` (prompt + output so far; the last one is committed). The default
    is the chain of ``propose(tokens, max_tokens)``; drafters with ``tree_nodes > 1`` may branch, and
    a branching tree is verified with tree attention (model-free only: no layer continuation).
@@ -20,7 +20,7 @@ Lifecycle, as :class:`leap.core.decoder.DecodingSession` drives it:
    ``feedback(drafted, accepted)``;
 5. ``finish(tokens)`` when the session ends (prompt + the whole output).
 
-The step's :class:`~leap.core.outcome.StepRecord` carries each drafter's cost: ``draft_time_s``
+The step's :class:`~leap.core.decoding.outcome.StepRecord` carries each drafter's cost: ``draft_time_s``
 (wall time of proposing and layer drafting) and ``layer_passes`` (decoder-layer evaluations).
 """
 
@@ -29,13 +29,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from leap.core.draft_tree import DraftTree
+from leap.core.trees.draft_tree import DraftTree
 from leap.core.registry import Registry
 
 if TYPE_CHECKING:
     import torch
 
-    from leap.core.calibration import Calibration
+    from leap.core.runtime.costs import Calibration
 
 __all__ = ["Drafter", "drafters", "make_drafter"]
 
@@ -49,6 +49,9 @@ class Drafter:
     uses_layers = False
     #: whether the drafter reads the machine's costs (:meth:`use_costs`, called when it joins a session)
     needs_costs = False
+    #: whether the drafter runs a model of its own built from the target (:meth:`use_model`, called when it
+    #: joins a session or is calibrated; e.g. the low-bit self-draft)
+    needs_model = False
     needs_logits = False  # True: observe() receives the verifier's logits after every step
     #: the length of the context match behind the latest proposal (suffix, prompt lookup), or None for
     #: drafters without a match signal; gated and select bucket their statistics by it
@@ -86,7 +89,14 @@ class Drafter:
         return False
 
     def use_costs(self, costs: Calibration) -> None:
-        """The machine's calibrated costs (:mod:`leap.core.calibration`); called when ``needs_costs``."""
+        """The machine's calibrated costs (:mod:`leap.core.decoding.calibrate`); called when ``needs_costs``."""
+
+    def use_model(self, model: Any) -> None:
+        """The target :class:`~leap.core.modeling.model.LeapModel`; called when ``needs_model``."""
+
+    def use_sampling(self, settings: Any) -> None:
+        """The request's :class:`~leap.core.verify.sampling.SamplingSettings` (temperature, top-p); called
+        whenever the drafter joins a session, so drafters drawing their own tokens can match them."""
 
     def observe(self, inputs: Sequence[int], logits: torch.Tensor) -> None:
         """``logits[i]`` is the target's distribution after ``inputs[:i+1]`` (all verified correct)."""

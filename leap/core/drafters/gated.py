@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from leap.core.draft_tree import DraftTree
+from leap.core.trees.draft_tree import DraftTree
 from leap.core.drafters.base import Drafter, drafters, make_drafter
 from leap.core.drafters.match_buckets import MatchBuckets, bucket_of
 from leap.core.errors import SettingsError

@@ -8,7 +8,7 @@
   on under its draft-length policy). Without a ``LayerConfig`` in the step, ``hybrid`` is its
   model-free part alone.
 
-Who calls what: :class:`leap.core.decoder.DecodingSession` asks :meth:`continue_with_layers` after
+Who calls what: :class:`leap.core.decoding.decoder.DecodingSession` asks :meth:`continue_with_layers` after
 :meth:`propose`.
 """
 

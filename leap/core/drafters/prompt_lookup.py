@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from leap.core.draft_tree import DraftTree
+from leap.core.trees.draft_tree import DraftTree
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 

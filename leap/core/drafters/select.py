@@ -15,7 +15,7 @@ expected speedup of the step,
 and does not draft at all when no candidate reaches ``min_gain`` (the step is plain decoding). So it
 notices when drafting does not pay - per step, for every candidate, without spending a single
 exploratory verification. The step's cost is the machine's calibrated cost model
-(:mod:`leap.core.calibration`): ``c(nodes + 1)``, a forward over the draft plus the pending token
+(:mod:`leap.core.decoding.calibrate`): ``c(nodes + 1)``, a forward over the draft plus the pending token
 relative to one token, plus the candidate's own measured overhead per step; the decoder hands the
 calibration over through :meth:`use_costs`. Giving ``overhead`` and ``per_token`` replaces it by the
 line ``1 + overhead + per_token * nodes`` (for experiments with a hypothetical machine).
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from leap.core.draft_tree import DraftTree
+from leap.core.trees.draft_tree import DraftTree
 from leap.core.drafters.base import Drafter, drafters, make_drafter
 from leap.core.drafters.match_buckets import MatchBuckets, bucket_of
 from leap.core.errors import SettingsError

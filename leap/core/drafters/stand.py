@@ -28,16 +28,16 @@ Trees (``shape=``, with ``tree_nodes`` the node cap):
 * ``"chain"`` (default): the chains above;
 * ``"best-first"``: the ``tree_nodes`` candidates with the highest path probabilities under the tables;
 * ``"opt"``: the same, cut to the size that maximises the expected speed under the machine's
-  calibrated verification cost (OPT-Tree, :mod:`leap.core.opt_tree`; ``tree_nodes`` only caps it);
+  calibrated verification cost (OPT-Tree, :mod:`leap.core.trees.opt_tree`; ``tree_nodes`` only caps it);
 * ``"delayed"``: delayed tree expansion, a trunk of ``trunk`` tokens then ``branches`` branches of
-  ``branch_len`` tokens (:func:`leap.core.stochastic_tree.delayed_shape`).
+  ``branch_len`` tokens (:func:`leap.core.trees.stochastic_tree.delayed_shape`).
 
 Under greedy decoding the tree holds the most likely candidates (deterministic); under sampling its
 shape is the greedy tree's (or the delayed skeleton), filled by Gumbel-Top-K draws without
-replacement, each node keeping the ``q`` it was drawn from (:mod:`leap.core.stochastic_tree`), so that
+replacement, each node keeping the ``q`` it was drawn from (:mod:`leap.core.trees.stochastic_tree`), so that
 Traversal Verification can use them (``--tree-verify traversal``).
 
-Who calls what: :class:`leap.core.decoder.DecodingSession` calls :meth:`observe` after every
+Who calls what: :class:`leap.core.decoding.decoder.DecodingSession` calls :meth:`observe` after every
 verification (``needs_logits``), :meth:`propose_tree` under greedy decoding and
 :meth:`propose_sampled_tree` under sampling (``samples_drafts = True``); ``leap bench --methods stand``,
 ``--drafter stand``, ``--method-arg stand:shape=opt``.
@@ -50,12 +50,12 @@ from collections.abc import Sequence
 
 import torch
 
-from leap.core.calibration import MAX_K
-from leap.core.draft_tree import DraftTree
+from leap.core.runtime.costs import MAX_K
+from leap.core.trees.draft_tree import DraftTree
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
-from leap.core.opt_tree import check_shape, shaped_tree
-from leap.core.stochastic_tree import delayed_shape, fill_shape, gumbel_top_k, most_likely
+from leap.core.trees.opt_tree import check_shape, shaped_tree
+from leap.core.trees.stochastic_tree import delayed_shape, fill_shape, gumbel_top_k, most_likely
 
 __all__ = ["Stand"]
 

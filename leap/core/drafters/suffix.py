@@ -13,9 +13,9 @@ request trie on ties); from that node follow the most frequent child while the p
 empirical probabilities ``count(child) / sum(count(children))`` stays >= ``min_prob``; the length is
 capped by the match statistics, ``ceil(alpha * match_length)`` (the paper's ``MAX_SPEC = alpha * p``),
 and by ``num_tokens``. With ``tree_nodes > 1`` it speculates a tree instead, as the paper does: from the
-matched node, the most probable continuations best-first (:func:`~leap.core.draft_tree.best_first_tree`
+matched node, the most probable continuations best-first (:func:`~leap.core.trees.draft_tree.best_first_tree`
 on the same empirical probabilities), at most ``tree_nodes`` nodes within the same depth cap; with ``shape="opt"`` that tree is cut to the size
-the machine's verification costs say pays best (OPT-Tree, :mod:`leap.core.opt_tree`).
+the machine's verification costs say pays best (OPT-Tree, :mod:`leap.core.trees.opt_tree`).
 
 Memory: the global trie holds at most ``max_nodes`` nodes; adding an output that would exceed it
 evicts the oldest outputs and rebuilds (tested under long generations). Deterministic: counts depend
@@ -28,9 +28,9 @@ import math
 from collections import deque
 from collections.abc import Sequence
 
-from leap.core.calibration import MAX_K
-from leap.core.draft_tree import DraftTree
-from leap.core.opt_tree import check_shape, shaped_tree
+from leap.core.runtime.costs import MAX_K
+from leap.core.trees.draft_tree import DraftTree
+from leap.core.trees.opt_tree import check_shape, shaped_tree
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 

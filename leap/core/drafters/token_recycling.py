@@ -12,14 +12,14 @@ With ``tree_nodes > 1`` it drafts a tree, as the paper does, verified with tree 
 paper's static template is replaced by a best-first expansion over ``M`` in which the successor of
 rank ``r`` has weight ``rank_decay ** r`` (a rank prior standing in for the template's shape); with
 ``tree_nodes <= 1`` it follows the top-1 path as one chain. ``shape="opt"`` cuts the tree by OPT-Tree's
-expected acceptance under the machine's calibrated costs (:mod:`leap.core.opt_tree`), rank-based
+expected acceptance under the machine's calibrated costs (:mod:`leap.core.trees.opt_tree`), rank-based
 probabilities as scores.
 
 Memory is bounded by construction: one ``int32`` matrix of ``vocab x top_k`` entries (SmolLM2:
 49,152 x 8 = 1.5 MiB), allocated on the first observation. Updates are deterministic for a given
 history (``torch.topk`` on the same logits, ties broken by index).
 
-Who calls what: :class:`leap.core.decoder.DecodingSession` calls :meth:`observe` after every
+Who calls what: :class:`leap.core.decoding.decoder.DecodingSession` calls :meth:`observe` after every
 verification (``needs_logits = True``) and :meth:`propose` when this drafter drafts.
 """
 
@@ -30,9 +30,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from leap.core.calibration import MAX_K
-from leap.core.draft_tree import DraftTree
-from leap.core.opt_tree import check_shape, shaped_tree
+from leap.core.runtime.costs import MAX_K
+from leap.core.trees.draft_tree import DraftTree
+from leap.core.trees.opt_tree import check_shape, shaped_tree
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 

@@ -1,0 +1,84 @@
+"""``leap bench``: the Spec-Bench harness (:mod:`leap.bench.harness`), every method interleaved per prompt,
+JSONL records, ``--resume``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from leap.cli.common import add_model_args, import_modules, load_for, method_args
+
+
+def add_parser(sub) -> None:
+    b = sub.add_parser("bench", help="Spec-Bench harness: methods and peers interleaved per prompt, JSONL records")
+    add_model_args(b)
+    b.add_argument("--methods", default="ar,leap,hf-pld",
+                   help="comma-separated methods (`leap bench --list-methods`); ar is always run first. "
+                        "LABEL=NAME runs NAME under its own label, so one method can run with different "
+                        "--method-arg LABEL:KEY=VALUE settings (e.g. suffix,suffix-tree=suffix)")
+    b.add_argument("--list-methods", action="store_true", help="print the method names and exit")
+    b.add_argument("--method-arg", action="append", default=[], metavar="METHOD:KEY=VALUE",
+                   help="constructor argument for one method, e.g. hf-pld:num_tokens=3 (repeatable)")
+    b.add_argument("--prompts", default=None, help="JSONL prompt file (question_id, category, turns); default: Spec-Bench")
+    b.add_argument("--categories", default=None, help="comma-separated categories (default: all in the file)")
+    b.add_argument("--num-prompts", type=int, default=2, help="prompts per category (default 2)")
+    b.add_argument("--max-new-tokens", type=int, default=128)
+    b.add_argument("--temperature", default="0", help="one or more comma-separated temperatures, e.g. 0,1")
+    b.add_argument("--runs", type=int, default=1, help="repeat every generation R times (default 1)")
+    b.add_argument("--warmup", type=int, default=1, help="warm-up passes over the methods before timing (default 1)")
+    b.add_argument("--first-turn-only", action="store_true", help="run only the first turn of multi-turn questions")
+    b.add_argument("--budget", type=int, default=40, help="search iterations per prompt (default 40)")
+    b.add_argument("--reward", choices=["measured", "cost"], default="measured")
+    b.add_argument("--min-speedup", type=float, default=1.0)
+    b.add_argument("--give-up", type=int, default=10)
+    b.add_argument("--steps-per-trial", type=int, default=1,
+                   help="real steps per search iteration (default 1; per method: --method-arg M:steps_per_trial=4)")
+    b.add_argument("--draft-policy", default="confidence", help="draft-length policy of layer-skip drafts")
+    b.add_argument("--tree-verify", default="match", metavar="RULE",
+                   help="tree verification rule under sampling for every method: match (default) or traversal; "
+                        "per method: --method-arg stand:tree_verify=traversal")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import a module first (one that registers your agent, drafter or method)")
+    b.add_argument("--no-chat", dest="chat", action="store_false", default=True)
+    b.add_argument("--out", default="results/bench", help="results folder (records.jsonl); default results/bench")
+    b.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished generations")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    import_modules(args.imports)
+    from leap.bench.harness import Bench, BenchSettings
+    from leap.bench.methods import BenchOptions, method_names
+    from leap.bench.report import summarise, table1_markdown
+    from leap.data import load_prompts, pick_per_category
+
+    if args.list_methods:
+        print("\n".join(method_names()))
+        return 0
+    rows = pick_per_category(load_prompts(args.prompts), args.num_prompts,
+                             args.categories.split(",") if args.categories else None)
+    if args.first_turn_only:
+        rows = [{**r, "turns": r["turns"][:1]} for r in rows]
+    try:
+        temps = [float(t) for t in args.temperature.split(",")]
+    except ValueError:
+        raise SystemExit(f"leap: --temperature takes numbers like 0 or 0,1; got {args.temperature!r}") from None
+    settings = BenchSettings(
+        methods=[m.strip() for m in args.methods.split(",")], temperatures=temps, max_new_tokens=args.max_new_tokens,
+        runs=args.runs, warmup=args.warmup, chat=args.chat, seed=args.seed, method_args=method_args(args.method_arg),
+        options=BenchOptions(budget=args.budget, reward=args.reward, min_speedup=args.min_speedup,
+                             give_up=args.give_up, draft_policy=args.draft_policy, seed=args.seed,
+                             steps_per_trial=args.steps_per_trial, tree_verify=args.tree_verify))
+    model = load_for(args)
+    bench = Bench(model, rows, settings, args.out, resume=args.resume, progress=not args.quiet)
+    try:
+        records = bench.run().records
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; finished generations are in {bench.file.path} (continue with --resume)",
+              file=sys.stderr)
+        return 130
+    print(table1_markdown(summarise(records)))
+    print(f"records: {bench.file.path}; tables: leap report {args.out}", file=sys.stderr)
+    return 0

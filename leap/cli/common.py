@@ -1,0 +1,110 @@
+"""Helpers every ``leap`` command shares: model arguments, key=value options, plug-in imports, loading."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["kv_args", "method_args", "add_model_args", "add_metric_args", "add_import_arg", "import_modules",
+           "load_for", "add_search_args", "config_from_args"]
+
+
+def kv_args(items: Sequence[str], what: str = "--policy-arg / --agent-arg / --drafter-arg") -> dict[str, Any]:
+    from leap.core.options import parse_assignments
+
+    return parse_assignments(items, what)
+
+
+def method_args(items: Sequence[str], flag: str = "--method-arg") -> dict[str, dict[str, Any]]:
+    """``NAME:KEY=VALUE`` items grouped by NAME."""
+    from leap.core.options import parse_spec
+
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if ":" not in item:
+            raise SystemExit(f"leap: {flag} takes NAME:KEY=VALUE, got {item!r}")
+        method, kwargs = parse_spec(item, separator=None, what=flag)
+        out.setdefault(method, {}).update(kwargs)
+    return out
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="smollm2", help="smollm2 (default), a .gguf file, a model folder or a hub id")
+    p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:1 ...")
+    p.add_argument("--dtype", default=None, help="float32 (CPU default), bfloat16 (GPU default), float16")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--no-fast-linear", action="store_true", help="keep torch's own float32 linears on the CPU")
+
+
+def add_metric_args(p: argparse.ArgumentParser) -> None:
+    """Which registered metrics fill LEAP's two roles (leap.redundancy.build), and their arguments."""
+    p.add_argument("--zone-metric", default="residual-ratio",
+                   help="the metric in LEAP's R role (early zone), any of `leap metrics` (default residual-ratio)")
+    p.add_argument("--group-metric", default="ear-gain",
+                   help="the metric in LEAP's Delta L role (final zone, group cuts; default ear-gain)")
+    p.add_argument("--metric-arg", action="append", default=[], metavar="NAME:KEY=VALUE",
+                   help="constructor argument of one metric, e.g. test-layer-index:scale=2 (repeatable)")
+
+
+def add_import_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help=f"import a module first (one that registers your own {what})")
+
+
+def import_modules(modules: Sequence[str]) -> None:
+    """Import plug-in modules named by ``--import`` (the working directory is on the path)."""
+    import importlib
+
+    for module in modules:
+        sys.path.insert(0, ".")
+        importlib.import_module(module)
+
+
+def load_for(args: argparse.Namespace):
+    import torch
+
+    from leap.core import load_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return load_model(args.model, device=args.device, dtype=args.dtype, fast_linear=False if args.no_fast_linear else None)
+
+
+def add_search_args(p: argparse.ArgumentParser) -> None:
+    """A search method's settings (LEAP's ablations, metrics, budget, reward, fallback, agent, drafters)."""
+    p.add_argument("--no-zones", action="store_true", help="ablation: every layer middle-like (EXECUTE/SKIP)")
+    p.add_argument("--no-groups", action="store_true", help="ablation: one decision unit per layer")
+    p.add_argument("--no-search", action="store_true", help="ablation: zones + groups with a fixed rule (no MCTS)")
+    add_metric_args(p)
+    p.add_argument("--budget", type=int, default=40, help="search iterations per prompt (default 40)")
+    p.add_argument("--reward", choices=["measured", "cost"], default="measured",
+                   help="measured speedup (default) or the deterministic cost model")
+    p.add_argument("--min-speedup", type=float, default=1.0,
+                   help="fall back to plain decoding unless the best configuration's mean reward reaches this")
+    p.add_argument("--give-up", type=int, default=10,
+                   help="stop searching after N iterations if no step reached --min-speedup (0 = never)")
+    p.add_argument("--steps-per-trial", type=int, default=1,
+                   help="real steps per search iteration, rewarded together (default 1, LEAP's)")
+    p.add_argument("--carry-over", type=int, default=0,
+                   help="reuse a choice that paid for up to N following prompts without searching (default 0)")
+    p.add_argument("--agent-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="agent constructor argument (JSON values), e.g. ratio_band=[0.75,0.95] (repeatable)")
+    p.add_argument("--drafters", default=None, metavar="OPTIONS",
+                   help="search over drafters jointly with the layers: 'default' or ';'-separated options, e.g. "
+                        "'layer-skip;prompt-lookup:num_tokens=4;suffix;token-recycling;hybrid'")
+
+
+def config_from_args(args: argparse.Namespace, num_layers: int):
+    from leap.core.config import LayerConfig, parse_layer_list
+
+    if args.config and (args.skip or args.repeat):
+        raise SystemExit("leap: give either --config or --skip/--repeat, not both")
+    if args.config:
+        return LayerConfig.parse(args.config, num_layers)
+    if args.skip or args.repeat:
+        return LayerConfig.from_sets(
+            num_layers, skip=parse_layer_list(args.skip or ""), repeat=parse_layer_list(args.repeat or "")
+        )
+    return None

@@ -1,0 +1,51 @@
+"""``leap report``: Table 1 / Table 2 with bootstrap intervals from a ``leap bench`` folder (:mod:`leap.bench.report`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(sub) -> None:
+    rp = sub.add_parser("report", help="LEAP Table 1 / Table 2 from a `leap bench` folder")
+    rp.add_argument("folder", help="the --out folder of leap bench (or its records.jsonl)")
+    rp.add_argument("--format", choices=["md", "csv"], default="md")
+    rp.add_argument("--plot", action="store_true", help="also write speedup_T*.png and early_speedup.png to the folder")
+    rp.add_argument("--mixed", action="store_true", help="pool records written by different commits (refused otherwise)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from leap.bench.records import read_records
+    from leap.bench.report import plot_early_speedup, plot_speedup, summarise, table1_markdown, table2_markdown, to_csv
+
+    from leap.core.runtime.provenance import check_single_commit
+
+    records = read_records(args.folder)
+    commits = check_single_commit(records, mixed=args.mixed)
+    rows = summarise(records)
+    if not rows:
+        raise SystemExit(f"leap: {args.folder} holds no finished generations")
+    if args.format == "csv":
+        print(to_csv(rows), end="")
+    else:
+        meta = next((r for r in records if r.get("kind") == "meta"), {})
+        machine = meta.get("machine", {})
+        prov = meta.get("provenance", {})
+        print(f"model {meta.get('model', '?')}; {machine.get('device', '?')} {machine.get('dtype', '')}, "
+              f"{machine.get('torch_threads', '?')} threads, {machine.get('processor', '')} ({machine.get('platform', '')}); "
+              f"commit {', '.join(commits)}; torch {prov.get('torch', '?')}, transformers "
+              f"{prov.get('transformers', '?')}; {prov.get('date', meta.get('time', '?'))}\n")
+        print("Table 1\n")
+        print(table1_markdown(rows))
+        print("Table 2 (ablations)\n")
+        print(table2_markdown(rows))
+    if args.plot:
+        folder = Path(args.folder)
+        folder = folder if folder.is_dir() else folder.parent
+        paths = plot_speedup(rows, folder)
+        early = plot_early_speedup([r for r in records if r.get("kind") == "answer"], folder)
+        print("wrote " + ", ".join(str(p) for p in [*paths, early] if p), file=sys.stderr)
+    return 0

@@ -1,0 +1,197 @@
+"""Costs of the machine at hand: the verification curve c(k), draft costs per layer, drafter overheads.
+
+Speculative decoding pays when ``committed tokens / step cost > 1``, and every part of the step cost
+depends on the machine: a forward over k tokens costs ~1x one token on a memory-bound GPU and
+1.2-1.5x on a small CPU; a decoder layer's share of a forward depends on its size against the LM head.
+leap therefore measures them once per model/device/dtype/threads and caches the result; no
+machine's numbers live in the code.
+
+Measured (:func:`calibrate`), all relative to ``step_s``, one full forward over one token at the
+calibration context length (what a plain decoding step costs):
+
+* ``verify_curve[k]`` = c(k): a full forward over ``k`` tokens (k = 1..16; verifying ``d`` draft
+  tokens is a forward over ``d + 1``);
+* ``draft_curve[n]``: a one-token draft forward that executes the first ``n`` layers (n = 1, L/4, L/2,
+  3L/4, L) and the LM head; ``layer_cost``: one decoder-layer pass over one token, and ``head_cost``:
+  what a one-token draft forward costs beyond its layer passes (embedding, final norm, LM head,
+  leap's own overhead) - slope and intercept of a least-squares line through ``draft_curve``;
+* ``drafter_overhead[name]``: a model-free drafter's own time per step (proposing and learning from
+  the verifier), for every registered drafter that drafts without layers.
+
+:meth:`Calibration.step_cost` combines them into the predicted cost of one draft/verify step, in
+plain steps; its inverse times the committed tokens is the cost-model reward
+(:class:`leap.search.reward.CostModelSpeedup`). The ``select`` drafter and the ``bandit`` draft
+policy read the same numbers (their ``use_costs`` hooks).
+
+Who calls what: ``leap calibrate`` prints :func:`calibrate`'s result; :func:`calibration_for` (cached
+under ``$LEAP_CACHE/calibration``) is what the decoder, the search runner, the environments and
+``leap smoke`` call on first use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from leap.core.runtime.device import wall_clock
+from leap.core.modeling.model import LeapModel
+from leap.core.runtime.costs import MAX_K, Calibration
+
+__all__ = ["Calibration", "calibrate", "calibration_for", "calibration_key", "MAX_K"]
+
+def calibration_key(model: LeapModel) -> dict[str, Any]:
+    """What the costs depend on: the model (name and architecture), device, dtype, threads, torch."""
+    arch = model.config.to_json_string(use_diff=False) if hasattr(model.config, "to_json_string") else ""
+    return {
+        "model": model.name,
+        "architecture": hashlib.sha256(arch.encode()).hexdigest()[:12],
+        "device": str(model.device),
+        "dtype": str(model.dtype).replace("torch.", ""),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "onednn_linears": int(model.info.get("onednn_linears", 0)),
+    }
+
+
+def _median_time(fn: Callable[[], Any], repeats: int, device) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = wall_clock(device)
+        fn()
+        times.append(wall_clock(device) - t0)
+    return statistics.median(times)
+
+
+def _interleaved(fn: Callable[[], Any], reference: Callable[[], Any], repeats: int, device,
+                 steps: list[float]) -> float:
+    """Median time of ``fn`` over the median time of ``reference`` (one plain step), the two timed
+    alternately so that drift of a shared machine cancels in the ratio; reference times join ``steps``."""
+    mine, ref = [], []
+    for _ in range(repeats):
+        for fn_, out in ((reference, ref), (fn, mine)):
+            t0 = wall_clock(device)
+            fn_()
+            out.append(wall_clock(device) - t0)
+    steps.extend(ref)
+    return statistics.median(mine) / statistics.median(ref)
+
+
+def _model_free_drafters() -> list[str]:
+    from leap.core.drafters import drafters
+
+    return [name for name in drafters.names()
+            if not drafters.get(name).uses_layers and not drafters.get(name).needs_costs]
+
+
+def calibrate(model: LeapModel, *, context: int = 128, repeats: int = 5, max_k: int = MAX_K,
+              drafter_names: Sequence[str] | None = None, seed: int = 0,
+              progress: Callable[[str], None] | None = None) -> Calibration:
+    """Measure the costs of ``model`` on its device (see the module docstring).
+
+    ``context`` tokens (random ids, fixed ``seed``) are prefilled first, so every forward attends to
+    a realistic cache; each ratio is the median of ``repeats`` timed runs over the median of as many
+    plain one-token steps timed alternately with them (so a shared machine's drift cancels), after a
+    warm-up run.
+    """
+    from leap.core.modeling.layers import LayerStack
+
+    stack = LayerStack(model)
+    dev = model.device
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.vocab_size, (context + max_k + 1,), generator=gen).tolist()
+    with torch.inference_mode():
+        cache = stack.new_cache(len(ids) + 2)
+        stack.run_layers(stack.embed(ids[:context]), stack.full_plan, cache, 0)
+
+        def forward(k: int, plan=None) -> torch.Tensor:
+            hidden = stack.run_layers(stack.embed(ids[context: context + k]), plan or stack.full_plan, cache, context)
+            logits = stack.logits(hidden[:, -1:])
+            stack.rollback(cache, context)
+            return logits
+
+        for k in (1, max_k):  # warm-up: kernels, allocator, oneDNN primitives
+            forward(k)
+        step_times: list[float] = []
+        plain = lambda: forward(1)  # noqa: E731
+        curve = {1: 1.0}
+        for k in range(2, max_k + 1):
+            curve[k] = _interleaved(lambda k=k: forward(k), plain, repeats, dev, step_times)
+        if progress:
+            progress("verification curve")
+
+        L = stack.num_layers
+        counts = sorted({1, max(1, L // 4), max(1, L // 2), max(1, 3 * L // 4), L})
+        ratios = [_interleaved(lambda n=n: forward(1, tuple((i, 1) for i in range(n))), plain, repeats, dev,
+                               step_times) for n in counts]
+        step = statistics.median(step_times)
+        slope, intercept = np.polyfit(np.array(counts, dtype=float), np.array(ratios), 1)
+        layer_cost = max(float(slope), 0.0)
+        head_cost = max(float(intercept), 0.0)
+        if progress:
+            progress("draft costs")
+        logits = forward(2)[0].unsqueeze(0).expand(2, -1)
+
+    overhead: dict[str, float] = {}
+    from leap.core.drafters import make_drafter
+
+    history = ids[:context]
+    for name in _model_free_drafters() if drafter_names is None else drafter_names:
+        try:
+            drafter = make_drafter(name)
+        except Exception:  # a registered drafter that needs arguments: not calibrated  # noqa: BLE001
+            continue
+        if drafter.needs_model:
+            drafter.use_model(model)
+        drafter.begin(history[: context // 2])
+
+        def run(d=drafter) -> None:
+            d.propose_tree(history, 8)
+            if d.needs_logits:
+                d.observe(history[-2:], logits)
+            d.feedback(0, 0)
+
+        run()
+        overhead[name] = _median_time(run, repeats, dev) / step
+    if progress:
+        progress("drafter overheads")
+    draft_curve = dict(zip(counts, ratios))
+    return Calibration(calibration_key(model), step, curve, layer_cost, head_cost, overhead, context, draft_curve)
+
+
+def _cache_file(key: dict[str, Any]) -> Path:
+    root = Path(os.environ.get("LEAP_CACHE", Path.home() / ".cache" / "leap")) / "calibration"
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return root / f"{key['model'].replace('/', '_')}-{key['device'].replace(':', '')}-{key['dtype']}-{digest}.json"
+
+
+def calibration_for(model: LeapModel, *, refresh: bool = False, cache: bool = True, **kwargs: Any) -> Calibration:
+    """The cached calibration of ``model`` on this machine, measured (and cached) on first use.
+
+    ``refresh=True`` measures again; ``cache=False`` neither reads nor writes the cache. Keyword
+    arguments go to :func:`calibrate`.
+    """
+    key = calibration_key(model)
+    path = _cache_file(key)
+    if cache and not refresh and path.is_file():
+        try:
+            data = json.loads(path.read_text())
+            if data.get("key") == key:
+                return Calibration.from_dict(data)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # unreadable: measure again
+    result = calibrate(model, **kwargs)
+    if cache:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(result.to_dict(), indent=1))
+        except OSError:
+            pass  # a read-only home only costs a re-measurement
+    return result

@@ -1,0 +1,375 @@
+"""One prompt's decoding state and its draft / verify / accept / roll back / feed back step.
+
+The step itself is described in :mod:`leap.core.decoding.decoder`'s docstring (the numbered order of
+transformers' ``_assisted_decoding``). :class:`DecodingSession` is created by
+:meth:`leap.core.decoding.decoder.SelfSpecDecoder.start`; search runners and environments call
+:meth:`DecodingSession.step` with a configuration or drafter per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from leap.core.config import LayerConfig
+from leap.core.modeling.draft_head import DraftHead
+from leap.core.trees.draft_tree import DraftTree
+from leap.core.drafters import Drafter
+from leap.core.errors import ContextLengthError, SettingsError
+from leap.core.modeling.layers import plan_for
+from leap.core.decoding.outcome import GenerationOutcome, StepRecord
+from leap.core.verify.sampling import (
+    SamplingSettings,
+    greedy_accept,
+    sample,
+    speculative_accept,
+    target_probs,
+)
+from leap.core.modeling.trace import LayerTrace, trace_from_prefill
+
+__all__ = ["DecodingSession"]
+
+
+def _describe(drafter: Drafter | None, cfg: LayerConfig | None) -> str | None:
+    """A step's or outcome's ``config`` string: the LayerConfig, ``drafter:NAME`` or ``drafter:NAME+CONFIG``."""
+    if drafter is None or drafter.name == "layer-skip":
+        return str(cfg) if cfg is not None else None
+    return f"drafter:{drafter.name}" + (f"+{cfg}" if cfg is not None else "")
+
+_DEFAULT = object()  # "use the decoder's configuration" in DecodingSession.step
+
+
+@dataclass
+class _Draft:
+    """What one step's drafting produced (:meth:`DecodingSession._step`)."""
+
+    t_start: object  # the step's first clock mark
+    tokens: list[int] = field(default_factory=list)
+    q_rows: list[torch.Tensor] = field(default_factory=list)  # draft distributions (sampling)
+    saved: list[torch.Tensor] = field(default_factory=list)  # exact-prefix outputs, reused by verification
+    prefix: int = 0  # layers of the exact prefix (0: none kept)
+    layer_tokens: int = 0  # tokens the layers drafted
+    spans: list[tuple] = field(default_factory=list)  # (start, end) marks of model computation
+
+
+class DecodingSession:
+    """The state of one prompt's decoding: committed tokens, KV cache, step records.
+
+    Invariant between steps: every layer's cache holds ``len(tokens) - 1`` entries; the last committed
+    token is pending (chosen, not yet fed through the model).
+    """
+
+    def __init__(
+        self,
+        decoder: Any,  # the SelfSpecDecoder that started this session (it imports this module)
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        settings: SamplingSettings,
+        generator: torch.Generator,
+        trace_positions: int | None = None,
+    ) -> None:
+        model = decoder.model
+        if not prompt_ids:
+            raise SettingsError("the prompt is empty; give at least one token")
+        if int(max_new_tokens) < 1:
+            raise SettingsError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        bad = [i for i in prompt_ids if not 0 <= i < model.vocab_size]
+        if bad:
+            raise SettingsError(f"token ids {bad[:5]} are outside the vocabulary (0..{model.vocab_size - 1})")
+        if len(prompt_ids) + max_new_tokens > model.max_context:
+            raise ContextLengthError(
+                f"the prompt has {len(prompt_ids)} tokens and {max_new_tokens} new tokens were asked for, "
+                f"but {model.name} holds at most {model.max_context}; shorten the prompt or lower "
+                "--max-new-tokens"
+            )
+        self.decoder = decoder
+        self.stack = decoder.stack
+        self.policy = decoder.policy
+        self.settings = settings
+        self.generator = generator
+        self.prompt_len = len(prompt_ids)
+        self.max_new_tokens = int(max_new_tokens)
+        self.tokens: list[int] = list(prompt_ids)
+        self.steps: list[StepRecord] = []
+        self.stop_reason = ""
+        self._eos = model.eos_token_ids
+        self._drafters: list[Drafter] = []  # every drafter attached to this session (see attach)
+        self._draft_head = (
+            DraftHead.lowest_ids(model.lm_head, decoder.draft_vocab, [*prompt_ids, *self._eos])
+            if decoder.draft_vocab
+            else None
+        )
+        self.cache = self.stack.new_cache(len(prompt_ids) + self.max_new_tokens)
+        self.trace: LayerTrace | None = None
+        clock = self.stack.step_clock
+        with torch.inference_mode():
+            t0 = clock.mark()
+            if len(prompt_ids) > 1:
+                record: dict[int, torch.Tensor] | None = {} if trace_positions else None
+                out = self.stack.run_layers(
+                    self.stack.embed(prompt_ids[:-1]), self.stack.full_plan, self.cache, 0, record=record
+                )
+                if record is not None:
+                    self.trace = trace_from_prefill(model, record, out, self.cache, int(trace_positions))
+            t1 = clock.mark()
+            clock.settle()
+            self.prefill_time_s = clock.seconds(t0, t1)
+        self.decode_time_s = 0.0
+
+    # ------------------------------------------------------------------ views
+    @property
+    def new_token_ids(self) -> list[int]:
+        return self.tokens[self.prompt_len :]
+
+    @property
+    def done(self) -> bool:
+        return bool(self.stop_reason)
+
+    @property
+    def remaining(self) -> int:
+        return self.max_new_tokens - len(self.new_token_ids)
+
+    # ------------------------------------------------------------------ one iteration
+    def step(self, config: LayerConfig | None = _DEFAULT, drafter: Drafter | None = _DEFAULT) -> StepRecord:  # type: ignore[assignment]
+        """One draft/verify iteration under ``config`` (default: the decoder's; None: plain) and
+        ``drafter`` (default: the decoder's; None: the layer-skip draft of ``config``)."""
+        if self.done:
+            raise RuntimeError(f"this session has finished ({self.stop_reason}); start a new one")
+        cfg = self.decoder.config if config is _DEFAULT else config
+        if cfg is not None:
+            cfg.check_num_layers(self.stack.num_layers)
+        drafter = self.decoder.drafter if drafter is _DEFAULT else drafter
+        if drafter is not None:
+            self.attach(drafter)
+        with torch.inference_mode():
+            record = self._step(cfg, drafter)
+        self.steps.append(record)
+        self.decode_time_s += record.time_s
+        return record
+
+    def attach(self, drafter: Drafter) -> None:
+        """Make ``drafter`` part of this session (done on its first use): it hears the prompt, then
+        (if it learns from the verifier) observes every later verification, whichever drafter
+        drafted, and hears the end. Idempotent."""
+        if any(d is drafter for d in self._drafters):
+            return
+        if drafter.needs_costs:
+            drafter.use_costs(self.decoder.costs)
+        if drafter.needs_model:
+            drafter.use_model(self.decoder.model)
+        drafter.use_sampling(self.settings)
+        drafter.begin(self.tokens[: self.prompt_len])
+        self._drafters.append(drafter)
+
+    def _step(self, cfg: LayerConfig | None, drafter: Drafter | None) -> StepRecord:
+        """One iteration, in the numbered order of the module docstring; each part is a method below."""
+        stack, clock = self.stack, self.stack.step_clock
+        base = len(self.tokens) - 1  # cache length of every layer; tokens[base] is pending
+        draft = _Draft(t_start=clock.mark())
+        max_k = self.remaining - 1  # the verifier always adds one token of its own
+
+        # 1. Draft: model-free tokens first, then (if the drafter lets it) the layer-skip draft
+        if drafter is not None and max_k > 0:
+            sampled = drafter.samples_drafts and not self.settings.greedy
+            tree = drafter.propose_sampled_tree(self.tokens, max_k, self.generator) if sampled \
+                else drafter.propose_tree(self.tokens, max_k)
+            if self._verify_as_tree(tree, cfg, drafter):
+                return self._tree_step(tree, drafter, draft.t_start)
+            self._take_free_tokens(draft, tree.tokens[:max_k], tree.draws[:max_k])
+        layered = (cfg is not None and len(draft.tokens) < max_k and not (draft.tokens and draft.tokens[-1] in self._eos)
+                   and (drafter is None or drafter.continue_with_layers(len(draft.tokens))))
+        if layered:
+            self._draft_with_layers(draft, cfg, base, max_k)
+        t_draft = clock.mark()
+
+        # 2. Verify: one forward of the full model; 3. Accept
+        logits = self._verify(draft, base)
+        accepted, next_token = self._accept(draft, logits)
+        k = len(draft.tokens)
+        pending = self.tokens[base]
+        self._commit([*draft.tokens[:accepted], next_token])
+
+        # 4. Roll back every layer to the committed length (all but the pending token)
+        stack.rollback(self.cache, len(self.tokens) - 1)
+
+        # 5. Feed back: drafters that learn from the verifier see the verified-correct positions
+        self._feed_back(drafter, [pending, *draft.tokens[:accepted]], logits[: accepted + 1], k, accepted)
+        if layered and k:
+            self.policy.feedback(k, accepted)
+        t_end = clock.mark()
+        clock.settle()  # the step's one synchronisation: every mark above can be read now
+        return StepRecord(
+            drafted=k,
+            accepted=accepted,
+            committed=len(self.tokens) - 1 - base,
+            draft_time_s=clock.seconds(draft.t_start, t_draft),
+            verify_time_s=clock.seconds(t_draft, t_end),
+            forward_time_s=sum(clock.seconds(a, b) for a, b in draft.spans),
+            layer_passes=draft.layer_tokens * cfg.layer_passes if layered else 0,
+            config=_describe(drafter, cfg if layered or drafter is None else None),
+            layer_tokens=draft.layer_tokens,
+            drafter=None if drafter is None or drafter.name == "layer-skip" else drafter.name,
+        )
+
+    def _verify_as_tree(self, tree: DraftTree, cfg: LayerConfig | None, drafter: Drafter) -> bool:
+        """Step 1a: a branching tree is verified with tree attention and the decoder's tree rule; under
+        sampling so is a model-free chain when the rule verifies chains (``traversal``) and the
+        layer-skip draft will not continue it."""
+        if not tree.is_chain:
+            return True
+        return (not self.settings.greedy and self.decoder.tree_rule.verifies_chains and len(tree) > 0
+                and not (cfg is not None and drafter.continue_with_layers(len(tree))))
+
+    def _take_free_tokens(self, draft: _Draft, tokens, distributions=None) -> None:
+        """Step 1a: a model-free chain; its draft distribution is one-hot (deterministic proposals,
+        ``None``), or the ``{token: q}`` map a sampling drafter drew the token from."""
+        device = self.stack.device
+        for i, token in enumerate(tokens):
+            draft.tokens.append(int(token))
+            if not self.settings.greedy:
+                q = distributions[i] if distributions is not None and distributions[i] is not None \
+                    else {int(token): 1.0}
+                row = torch.zeros(self.decoder.model.vocab_size, device=device)
+                row[torch.tensor(list(q), device=device)] = torch.tensor(list(q.values()), device=device)
+                draft.q_rows.append(row)
+            if token in self._eos:
+                break
+
+    def _draft_with_layers(self, draft: _Draft, cfg: LayerConfig, base: int, max_k: int) -> None:
+        """Step 1b: the layer-skip draft continues the chain token by token until the policy stops it.
+        Layers before the first skipped/repeated one (the exact prefix) keep their cache entries and
+        their outputs (``draft.saved``) for verification; the others are rolled back afterwards."""
+        stack, clock, settings = self.stack, self.stack.step_clock, self.settings
+        passes = [a.passes for a in cfg.actions]
+        draft.prefix = cfg.exact_prefix if self.decoder.reuse_prefix else 0
+        head_plan, tail_plan = plan_for(passes, 0, draft.prefix), plan_for(passes, draft.prefix)
+        if self.policy.needs_costs:
+            self.policy.use_costs(self.decoder.costs, cfg.layer_passes)
+        self.policy.begin()
+        feed, fed = [self.tokens[base], *draft.tokens], 0  # model-free tokens go through the layers in one pass
+        while len(draft.tokens) < max_k:
+            t0 = clock.mark()
+            hidden = stack.run_layers(stack.embed(feed), head_plan, self.cache, base + fed)
+            draft.saved.append(hidden)
+            hidden = stack.run_layers(hidden, tail_plan, self.cache, base + fed)
+            logits = stack.logits(hidden[:, -1:], self._draft_head)[0]
+            draft.spans.append((t0, clock.mark()))
+            fed += len(feed)
+            q = target_probs(logits.unsqueeze(0), settings)[0]
+            token = int(logits.argmax().item()) if settings.greedy else sample(q, self.generator)
+            draft.tokens.append(token)
+            draft.q_rows.append(q)
+            draft.layer_tokens += 1
+            feed = [token]
+            if token in self._eos or self.policy.should_stop(len(draft.tokens), q):
+                break
+        stack.rollback(self.cache, base, range(draft.prefix, stack.num_layers))
+
+    def _verify(self, draft: _Draft, base: int) -> torch.Tensor:
+        """Step 2: the full model over ``[pending, d_1..d_k]`` in one forward -> ``[k + 1, V]`` logits.
+        With an exact prefix, only the last draft token runs through the prefix layers."""
+        stack, clock = self.stack, self.stack.step_clock
+        k = len(draft.tokens)
+        t0 = clock.mark()
+        if k and draft.prefix:
+            full = stack.full_plan
+            last = stack.run_layers(stack.embed([draft.tokens[-1]]), full[: draft.prefix], self.cache, base + k)
+            hidden = torch.cat([*draft.saved, last], dim=1)
+            hidden = stack.run_layers(hidden, full[draft.prefix:], self.cache, base)
+        else:
+            hidden = stack.run_layers(stack.embed([self.tokens[base], *draft.tokens]), stack.full_plan, self.cache,
+                                      base)
+        logits = stack.logits(hidden)
+        draft.spans.append((t0, clock.mark()))
+        return logits
+
+    def _accept(self, draft: _Draft, logits: torch.Tensor) -> tuple[int, int]:
+        """Step 3: greedy prefix match, or the speculative sampling rule."""
+        if self.settings.greedy:
+            return greedy_accept(draft.tokens, logits)
+        p = target_probs(logits, self.settings)
+        q = torch.stack(draft.q_rows) if draft.q_rows else p[:0]
+        return speculative_accept(draft.tokens, q, p, self.generator)
+
+    def _tree_step(self, tree: DraftTree, drafter: Drafter, t_start) -> StepRecord:
+        """Verify a branching draft tree in one forward with tree attention (see
+        :mod:`leap.core.trees.draft_tree`), keep the accepted path's cache entries, commit."""
+        stack, clock = self.stack, self.stack.step_clock
+        base = len(self.tokens) - 1
+        pending = self.tokens[base]
+        t_draft = clock.mark()
+        hidden = stack.run_layers(
+            stack.embed([pending, *tree.tokens]), stack.full_plan, self.cache, base,
+            positions=tree.positions(base), mask=tree.attention_mask(base, stack.dtype, stack.device),
+        )
+        logits = stack.logits(hidden)
+        t_fwd = clock.mark()
+        rows, next_token = self.decoder.tree_rule.accept(tree, logits, self.settings, self.generator)
+        accepted = [tree.tokens[r - 1] for r in rows]
+        self._commit([*accepted, next_token])
+        stack.keep(self.cache, base + 1, [base + r for r in rows])
+        stack.rollback(self.cache, len(self.tokens) - 1)
+        self._feed_back(drafter, [pending, *accepted], logits[[0, *rows]], len(tree), len(rows))
+        t_end = clock.mark()
+        clock.settle()
+        return StepRecord(
+            drafted=len(tree),
+            accepted=len(rows),
+            committed=len(self.tokens) - 1 - base,
+            draft_time_s=clock.seconds(t_start, t_draft),
+            verify_time_s=clock.seconds(t_draft, t_end),
+            forward_time_s=clock.seconds(t_draft, t_fwd),
+            layer_passes=0,
+            config=_describe(drafter, None),
+            drafter=drafter.name,
+        )
+
+    def _commit(self, new: list[int]) -> None:
+        """Append ``new`` up to EOS and within the budget; set :attr:`stop_reason`."""
+        for i, tok in enumerate(new):
+            if tok in self._eos:
+                new = new[: i + 1]
+                self.stop_reason = "eos"
+                break
+        self.tokens.extend(new[: self.remaining])
+        if not self.stop_reason and self.remaining <= 0:
+            self.stop_reason = "max_new_tokens"
+
+    def _feed_back(self, drafter: Drafter | None, inputs: list[int], logits: torch.Tensor, drafted: int,
+                   accepted: int) -> None:
+        """Step 5: verified-correct inputs and their logits to every attached drafter that learns from
+        them, acceptance to the drafter that drafted, the end of the request to all."""
+        for d in self._drafters:
+            if d.needs_logits:
+                d.observe(inputs, logits)
+        if drafter is not None:
+            drafter.feedback(drafted, accepted)
+        if self.stop_reason:
+            for d in self._drafters:
+                d.finish(self.tokens)
+
+    # ------------------------------------------------------------------ result
+    def outcome(self) -> GenerationOutcome:
+        """The :class:`GenerationOutcome` so far (complete once :attr:`done`)."""
+        cfg, drafter = self.decoder.config, self.decoder.drafter
+        uses_layers = cfg is not None and (drafter is None or drafter.continue_with_layers(0))
+        return self._outcome(_describe(drafter, cfg if uses_layers else None),
+                             self.policy.name if uses_layers else None, self.policy.state() if uses_layers else {})
+
+    def _outcome(self, config: str | None, policy: str | None, policy_state: dict) -> GenerationOutcome:
+        return GenerationOutcome(
+            text=self.decoder.model.decode(self.new_token_ids),
+            token_ids=list(self.new_token_ids),
+            prompt_tokens=self.prompt_len,
+            wall_time_s=self.prefill_time_s + self.decode_time_s,
+            prefill_time_s=self.prefill_time_s,
+            stop_reason=self.stop_reason or "running",
+            config=config,
+            policy=policy,
+            temperature=self.settings.temperature,
+            top_p=self.settings.top_p,
+            steps=list(self.steps),
+            policy_state=policy_state,
+        )

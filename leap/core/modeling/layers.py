@@ -1,0 +1,182 @@
+"""Running a decoder layer by layer, with per-layer KV caches that can be rolled back.
+
+:class:`LayerStack` is the only place that touches transformers' modules: the decoder layers, rotary
+embeddings are transformers' own, called exactly as ``LlamaModel.forward`` calls them, but one layer at
+a time so that a draft can skip or repeat layers. The KV cache is leap's :class:`~leap.core.modeling.kv_cache.LeapKVCache`
+(buffers written in place, rollback by length; why: :mod:`leap.core.modeling.kv_cache`).
+
+Cache layout (the invariant the decoder keeps): between decoding steps every layer's cache holds the
+keys/values of all committed tokens except the last one, which is *pending* (it has been chosen but
+not yet fed through the model). During a draft, executed layers append entries for draft positions
+and skipped layers append none, so layers hold caches of different lengths; :meth:`rollback` crops
+each layer back to a given length. Nothing is ever cloned: a crop only moves the layer's length.
+
+REPEAT (second pass of a layer on the same position): :meth:`run_layers` crops the first pass's new
+entries and lets the second pass append its own, so the repeated layer's cache holds the second pass's
+keys/values for the draft position. All draft entries are rolled back before verification.
+
+Who calls what: :class:`leap.core.decoding.decoder.DecodingSession` calls :meth:`embed`, :meth:`run_layers`,
+:meth:`logits` and :meth:`rollback`; redundancy metrics (``leap.redundancy``) read per-layer hidden
+states through :meth:`run_layers`'s ``record`` argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from leap.core.runtime.device import StepClock, wall_clock
+from leap.core.modeling.kv_cache import LeapKVCache
+from leap.core.modeling.model import LeapModel
+
+__all__ = ["LayerStack", "LayerPlan", "plan_for"]
+
+# (layer index, passes) pairs in execution order; passes is 1 (execute) or 2 (repeat).
+LayerPlan = tuple[tuple[int, int], ...]
+
+
+def plan_for(actions: Sequence[int], start: int = 0, stop: int | None = None) -> LayerPlan:
+    """The plan that runs layers ``start..stop-1`` with the given number of passes each (0 = skip)."""
+    stop = len(actions) if stop is None else stop
+    return tuple((i, actions[i]) for i in range(start, stop) if actions[i] > 0)
+
+
+class LayerStack:
+    """Layer-wise forward passes over a :class:`LeapModel`.
+    """
+
+    def __init__(self, model: LeapModel) -> None:
+        self.model = model
+        self.num_layers = model.num_layers
+        self.device = model.device
+        self.dtype = model.dtype
+        config = model.config
+        window = getattr(config, "sliding_window", None)
+        # a sliding window only where the config turns it on (Qwen2: use_sliding_window; Mistral: always)
+        self.window = int(window) if window and getattr(config, "use_sliding_window", True) else None
+        self.step_clock = StepClock(self.device)  # marks within a step, one synchronisation per step
+        self._neg_inf = torch.finfo(self.dtype).min
+
+    # ------------------------------------------------------------------ timing
+    def clock(self) -> float:
+        """Host clock after the device's queued work (:func:`leap.core.runtime.device.wall_clock`): for timing
+        whole calls (probes, search overhead), not the phases inside a step."""
+        return wall_clock(self.device)
+
+    # ------------------------------------------------------------------ cache
+    def new_cache(self, capacity: int = 0) -> LeapKVCache:
+        """An empty cache; ``capacity`` entries per layer are reserved on first use (0: grow as needed)."""
+        return LeapKVCache(self.num_layers, capacity)
+
+    @staticmethod
+    def cache_length(cache, layer: int) -> int:
+        return cache.layers[layer].get_seq_length()
+
+    def rollback(self, cache, length: int, layers: Sequence[int] | range | None = None) -> None:
+        """Crop the cache of each layer in ``layers`` (default: all) to ``length`` entries."""
+        for i in range(self.num_layers) if layers is None else layers:
+            extra = cache.layers[i].get_seq_length() - length
+            if extra > 0:
+                cache.layers[i].crop(-extra)
+
+    @staticmethod
+    def keep(cache, dest: int, sources: Sequence[int]) -> None:
+        """Move every layer's entries at ``sources`` to ``dest..`` (a draft tree's accepted path)."""
+        cache.keep(dest, sources)
+
+    # ------------------------------------------------------------------ forward pieces
+    def embed(self, token_ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
+        ids = torch.as_tensor(token_ids, dtype=torch.long, device=self.device).view(1, -1)
+        return self.model.embed_tokens(ids)
+
+    def _positions(self, start: int, length: int, hidden: torch.Tensor, positions: Sequence[int] | None = None):
+        if positions is None:
+            position_ids = torch.arange(start, start + length, device=self.device).view(1, -1)
+        else:
+            position_ids = torch.as_tensor(list(positions), dtype=torch.long, device=self.device).view(1, -1)
+        return position_ids, self.model.rotary_emb(hidden, position_ids=position_ids)
+
+    def _mask(self, past: int, length: int) -> torch.Tensor | None:
+        """Additive causal mask for ``length`` queries after ``past`` cached keys (None when q = 1)."""
+        if length == 1:
+            return None
+        q = torch.arange(length, device=self.device).view(-1, 1) + past
+        k = torch.arange(past + length, device=self.device).view(1, -1)
+        mask = torch.zeros(length, past + length, dtype=self.dtype, device=self.device)
+        mask.masked_fill_(k > q, self._neg_inf)
+        return mask.view(1, 1, length, past + length)
+
+    def _window_mask(self, start: int, q: int, positions: Sequence[int] | None, mask: torch.Tensor | None):
+        """The attention mask of sliding-window layers: ``mask`` (causal or a tree's) plus "a query at
+        position p sees keys at positions > p - window" (transformers' convention). Keys ``0..start-1``
+        hold positions ``0..start-1`` (the cache invariant); the ``q`` new keys hold the queries' positions.
+        None when the model has no window or no key is out of it."""
+        window = self.window
+        if not window or start + q <= window:
+            return None
+        q_pos = torch.arange(start, start + q, device=self.device) if positions is None else \
+            torch.as_tensor(list(positions), dtype=torch.long, device=self.device)
+        k_pos = torch.cat([torch.arange(start, device=self.device), q_pos])
+        outside = (q_pos.view(-1, 1) - k_pos.view(1, -1)) >= window
+        base = mask if mask is not None else self._mask(start, q)
+        if base is None:
+            base = torch.zeros(1, 1, q, start + q, dtype=self.dtype, device=self.device)
+        return base.masked_fill(outside.view(1, 1, q, -1), self._neg_inf)
+
+    def run_layers(
+        self,
+        hidden: torch.Tensor,
+        plan: LayerPlan,
+        cache,
+        start: int,
+        *,
+        record: dict[int, torch.Tensor] | None = None,
+        positions: Sequence[int] | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Run ``hidden`` (positions ``start..start+q-1``) through the layers of ``plan``.
+
+        Args:
+            hidden: ``[1, q, hidden]`` input of the first layer in the plan.
+            plan: (layer, passes) pairs; each layer appends ``q`` entries to its own cache.
+            cache: a :class:`~leap.core.modeling.kv_cache.LeapKVCache` whose layer ``i`` must hold exactly ``start`` entries when
+                layer ``i`` runs.
+            record: if given, ``record[i]`` receives the input of layer ``i`` for each planned layer.
+            positions, mask: a draft tree's positions and attention mask
+                (:class:`~leap.core.trees.draft_tree.DraftTree`); default: ``start..start+q-1``, causal.
+        """
+        q = hidden.shape[1]
+        position_ids, position_embeddings = self._positions(start, q, hidden, positions)
+        window_mask = self._window_mask(start, q, positions, mask)
+        mask = self._mask(start, q) if mask is None else mask
+        layers = self.model.layers
+        for index, passes in plan:
+            if record is not None:
+                record[index] = hidden
+            layer = layers[index]
+            for p in range(passes):
+                if p:  # REPEAT: the second pass replaces the first pass's cache entries
+                    cache.layers[index].crop(-q)
+                hidden = layer(
+                    hidden,
+                    attention_mask=mask,
+                    position_ids=position_ids,
+                    past_key_values=cache,
+                    use_cache=True,
+                    position_embeddings=position_embeddings,
+                    leap_layerwise=True,  # leap's GQA attention path (leap.core.modeling.kv_cache)
+                    leap_window_mask=window_mask,  # used by layers that declare a sliding window
+                )
+                if isinstance(hidden, tuple):  # older transformers return (hidden, ...)
+                    hidden = hidden[0]
+        return hidden
+
+    def logits(self, hidden: torch.Tensor, head: torch.nn.Module | None = None) -> torch.Tensor:
+        """Final norm and LM head (or a restricted ``head``) over ``[1, q, hidden]`` -> ``[q, vocab]``."""
+        normed = self.model.norm(hidden)
+        return (head or self.model.lm_head)(normed)[0].float()
+
+    @property
+    def full_plan(self) -> LayerPlan:
+        return tuple((i, 1) for i in range(self.num_layers))

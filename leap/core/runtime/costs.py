@@ -1,0 +1,76 @@
+"""The machine's costs as data: :class:`Calibration` and the cost model it defines.
+
+What the numbers mean is in :mod:`leap.core.decoding.calibrate`, which measures them (``leap calibrate``)
+and caches them per model and machine. This module holds only the record and its arithmetic, so that
+drafters, draft policies and rewards can read costs without importing the measurement (which times
+drafters, and so sits above them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Calibration", "MAX_K"]
+
+MAX_K = 16
+
+
+@dataclass
+class Calibration:
+    """One machine's costs for one model (see the module docstring); every ratio is in plain steps."""
+
+    key: dict[str, Any]
+    step_s: float
+    verify_curve: dict[int, float]
+    layer_cost: float
+    head_cost: float
+    drafter_overhead: dict[str, float] = field(default_factory=dict)
+    context: int = 0
+    draft_curve: dict[int, float] = field(default_factory=dict)  # executed layers -> one-token draft forward
+
+    def __post_init__(self) -> None:
+        self.verify_curve = {int(k): float(v) for k, v in self.verify_curve.items()}
+        self.draft_curve = {int(k): float(v) for k, v in self.draft_curve.items()}
+        if not self.verify_curve or self.step_s <= 0:
+            raise ValueError("a calibration needs step_s > 0 and a verification curve")
+
+    # ------------------------------------------------------------------ the cost model
+    def verify(self, tokens: int) -> float:
+        """c(tokens): a full forward over ``tokens`` tokens, in plain steps (linear beyond the curve)."""
+        tokens = max(int(tokens), 1)
+        ks = sorted(self.verify_curve)
+        if tokens in self.verify_curve:
+            return self.verify_curve[tokens]
+        if tokens > ks[-1]:
+            k0, k1 = ks[-2] if len(ks) > 1 else ks[-1], ks[-1]
+            slope = (self.verify_curve[k1] - self.verify_curve[k0]) / max(k1 - k0, 1)
+            return self.verify_curve[k1] + slope * (tokens - k1)
+        return float(np.interp(tokens, ks, [self.verify_curve[k] for k in ks]))
+
+    def draft(self, layer_passes: int, layer_tokens: int) -> float:
+        """Drafting ``layer_tokens`` tokens with ``layer_passes`` decoder-layer passes in all."""
+        return layer_passes * self.layer_cost + layer_tokens * self.head_cost
+
+    def draft_token(self, passes_per_token: int) -> float:
+        """One layer-drafted token under a configuration with ``passes_per_token`` layer passes."""
+        return self.draft(passes_per_token, 1)
+
+    def step_cost(self, drafted: int, layer_passes: int = 0, layer_tokens: int = 0,
+                  drafter: str | None = None) -> float:
+        """A draft/verify step that drafted ``drafted`` tokens (``layer_tokens`` of them with layers,
+        ``layer_passes`` layer passes in all, the rest by ``drafter``), in plain steps."""
+        overhead = self.drafter_overhead.get(drafter, 0.0) if drafter else 0.0
+        return self.verify(drafted + 1) + self.draft(layer_passes, layer_tokens) + overhead
+
+    # ------------------------------------------------------------------ records
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+        return cls(**{k: data[k] for k in ("key", "step_s", "verify_curve", "layer_cost", "head_cost")},
+                   drafter_overhead=dict(data.get("drafter_overhead", {})), context=int(data.get("context", 0)),
+                   draft_curve=dict(data.get("draft_curve", {})))

@@ -1,0 +1,145 @@
+"""Acceptance rules: greedy prefix matching and speculative sampling.
+
+Speculative sampling (Leviathan et al., 2023, "Fast Inference from Transformers via Speculative
+Decoding", Algorithm 1; Chen et al., 2023): draft tokens ``x_i ~ q_i`` are accepted one by one with
+probability ``min(1, p_i(x_i) / q_i(x_i))``; at the first rejection a token is drawn from the residual
+``norm(max(0, p_i - q_i))``; if all ``k`` are accepted a bonus token is drawn from ``p_{k+1}``. The
+output then follows the target distribution ``p`` exactly, whatever ``q`` is. Variables are named as in
+the paper. Greedy decoding is the temperature-0 limit: accept the longest prefix on which the draft
+agrees with the target's argmax, then append the target's own token.
+
+Who calls what: :class:`leap.core.decoding.decoder.DecodingSession` calls :func:`target_probs` on the draft's
+and the verifier's logits, then :func:`greedy_accept` or :func:`speculative_accept`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from leap.core.errors import SettingsError
+
+__all__ = ["SamplingSettings", "target_probs", "greedy_accept", "speculative_accept", "sample", "tree_accept"]
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """Temperature and nucleus (top-p) settings; ``temperature == 0`` means greedy.
+
+    Raises:
+        SettingsError: negative or non-finite temperature, top-p outside (0, 1].
+    """
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        t, p = float(self.temperature), float(self.top_p)
+        if not (t >= 0.0) or t == float("inf"):
+            raise SettingsError(f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature}")
+        if not (0.0 < p <= 1.0):
+            raise SettingsError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+def target_probs(logits: torch.Tensor, settings: SamplingSettings) -> torch.Tensor:
+    """``[q, V]`` logits -> ``[q, V]`` probabilities after temperature and top-p (float32)."""
+    logits = logits.float()
+    if settings.greedy:
+        return torch.softmax(logits, dim=-1)
+    probs = torch.softmax(logits / settings.temperature, dim=-1)
+    if settings.top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+        before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs  # mass strictly before each token
+        sorted_probs = sorted_probs.masked_fill(before >= settings.top_p, 0.0)
+        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
+    """One token id drawn from a ``[V]`` probability vector."""
+    return int(torch.multinomial(probs, 1, generator=generator).item())
+
+
+def greedy_accept(draft: list[int], target_logits: torch.Tensor) -> tuple[int, int]:
+    """Longest prefix of ``draft`` equal to the target's argmax, and the token that follows it.
+
+    Args:
+        draft: ``k`` draft tokens.
+        target_logits: ``[k + 1, V]`` verifier logits; row ``i`` predicts the token after draft ``i-1``.
+
+    Returns:
+        ``(accepted, next_token)``: ``accepted`` draft tokens are kept, then ``next_token`` (the
+        correction at the first mismatch, or the bonus token when all ``k`` match).
+    """
+    targets = target_logits.argmax(dim=-1).tolist()
+    accepted = 0
+    for d, t in zip(draft, targets):
+        if d != t:
+            break
+        accepted += 1
+    return accepted, int(targets[accepted])
+
+
+def speculative_accept(
+    draft: list[int],
+    q: torch.Tensor,
+    p: torch.Tensor,
+    generator: torch.Generator | None,
+) -> tuple[int, int]:
+    """Leviathan et al.'s acceptance rule.
+
+    Args:
+        draft: ``k`` draft tokens ``x_1..x_k``, drawn from ``q``.
+        q: ``[k, V]`` draft distributions ``q_i`` (zero outside a restricted draft vocabulary is fine).
+        p: ``[k + 1, V]`` target distributions ``p_i``.
+        generator: source of the uniform draws ``r_i`` and of the residual / bonus samples.
+
+    Returns:
+        ``(accepted, next_token)`` as in :func:`greedy_accept`.
+    """
+    k = len(draft)
+    if k:
+        idx = torch.arange(k, device=p.device)
+        x = torch.as_tensor(draft, device=p.device)
+        ratio = p[idx, x] / q[idx, x].clamp_min(1e-20)
+        r = torch.rand(k, generator=generator, device=p.device)
+        rejected = (r >= ratio).nonzero()
+        if len(rejected):
+            i = int(rejected[0].item())
+            residual = (p[i] - q[i]).clamp_min(0.0)
+            mass = residual.sum()
+            # mass == 0 only if p_i == q_i, where rejection has probability 0; fall back to p_i.
+            return i, sample(residual / mass if mass > 0 else p[i], generator)
+    return k, sample(p[k], generator)
+
+
+def tree_accept(
+    tree, target_logits: torch.Tensor, settings: SamplingSettings, generator: torch.Generator | None
+) -> tuple[list[int], int]:
+    """Accept along a :class:`~leap.core.trees.draft_tree.DraftTree` of deterministic drafts.
+
+    ``target_logits[r]`` is the target's distribution after row ``r`` (row 0 = the pending token).
+    From the root: take the target's token (argmax when greedy, else a sample from ``p``); if a child
+    carries it, move there and repeat; else stop. Returns (accepted rows, next token). Each committed
+    token is drawn from ``p`` given the committed prefix, so the output distribution is plain
+    decoding's (SpecInfer's multi-candidate rule with one-hot draft distributions).
+    """
+    rows: list[int] = []
+    row = 0
+    while True:
+        logits = target_logits[row]
+        if settings.greedy:
+            token = int(logits.argmax().item())
+        else:
+            token = sample(target_probs(logits.unsqueeze(0), settings)[0], generator)
+        child = tree.children(row).get(token)
+        if child is None:
+            return rows, token
+        rows.append(child)
+        row = child

@@ -1,0 +1,104 @@
+"""Calibration (leap.core.decoding.calibrate): the cost model predicts measured steps; caching; the curve's algebra."""
+
+import json
+import statistics
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from leap.core.runtime.costs import Calibration
+from leap.core.decoding.calibrate import calibrate, calibration_for
+from leap.core.config import LayerConfig
+from leap.core.decoding.decoder import SelfSpecDecoder
+from tests.costs import fake_costs
+
+TOLERANCE = 0.25  # stated: predicted step time within 25% of the measured median on a tiny model
+
+
+@pytest.fixture(scope="module")
+def tiny_costs(tiny_llama):
+    return calibrate(tiny_llama, context=32, repeats=7)
+
+
+def test_calibration_measures_every_part(tiny_costs, tiny_llama):
+    L = tiny_llama.num_layers
+    assert sorted(tiny_costs.verify_curve) == list(range(1, 17)) and tiny_costs.verify_curve[1] == 1.0
+    assert max(tiny_costs.draft_curve) == L and min(tiny_costs.draft_curve) == 1
+    assert tiny_costs.layer_cost > 0 and tiny_costs.head_cost >= 0
+    assert {"prompt-lookup", "suffix", "token-recycling"} <= set(tiny_costs.drafter_overhead)
+    assert "select" not in tiny_costs.drafter_overhead  # it reads costs itself; its candidates are timed
+
+
+def _median_step_error(model, costs, config, *, control: bool = False) -> float:
+    """Relative error of the predicted step time against the measured median over a generation."""
+    from leap.search.reward import CostModelSpeedup
+
+    decoder = SelfSpecDecoder(model, config, "fixed", policy_kwargs={"k": 4}, costs=costs)
+    decoder.generate([5, 6, 7, 8, 9, 10, 11, 12] * 3, max_new_tokens=8)  # warm-up
+    out = decoder.generate([5, 6, 7, 8, 9, 10, 11, 12] * 4, max_new_tokens=40)
+    steps = [s for s in out.steps if s.drafted == 4]
+    measured = statistics.median(s.time_s for s in steps)
+    model_costs = costs if not control else Calibration(costs.key, costs.step_s, {1: 1.0, 2: 1.0}, 0.0, 0.0)
+    predicted = statistics.median(CostModelSpeedup(model_costs).predicted_cost(s) for s in steps) * costs.step_s
+    return abs(predicted - measured) / measured
+
+
+def test_calibrated_cost_model_predicts_measured_step_time(tiny_llama, tiny_costs):
+    config = LayerConfig.from_sets(tiny_llama.num_layers, skip=[2, 3])
+    error = _median_step_error(tiny_llama, tiny_costs, config)
+    control = _median_step_error(tiny_llama, tiny_costs, config, control=True)  # ignores every draft cost
+    assert error < TOLERANCE, f"predicted step time off by {error:.0%}"
+    assert control > error + 0.5, "the negative control (no draft costs) should be far off"
+
+
+def test_calibration_is_cached_per_key(tiny_llama, tmp_path, monkeypatch):
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    first = calibration_for(tiny_llama, context=16, repeats=1)
+    files = list((tmp_path / "calibration").glob("*.json"))
+    assert len(files) == 1 and json.loads(files[0].read_text())["key"] == first.key
+    assert calibration_for(tiny_llama).to_dict() == first.to_dict()  # read back, not re-measured
+    data = json.loads(files[0].read_text())
+    data["key"]["torch"] = "another"  # a stale file (same name, other key) is measured again
+    files[0].write_text(json.dumps(data))
+    again = calibration_for(tiny_llama, context=16, repeats=1)
+    assert again.key == first.key and again.step_s != first.step_s
+
+
+@given(k=st.integers(1, 64))
+def test_verify_curve_interpolates_and_extends_linearly(k):
+    costs = fake_costs()
+    assert costs.verify(k) == pytest.approx(1.0 + 0.05 * (k - 1))
+
+
+def test_step_cost_adds_verification_draft_and_drafter_overhead():
+    costs = fake_costs()
+    assert costs.step_cost(0) == 1.0
+    assert costs.step_cost(3, layer_passes=12, layer_tokens=3) == pytest.approx(costs.verify(4) + 12 / 40 + 0.3)
+    assert costs.step_cost(3, drafter="suffix") == pytest.approx(costs.verify(4) + 0.01)
+
+
+def test_select_reads_the_calibration(tiny_llama):
+    from leap.core.drafters import make_drafter
+
+    select = make_drafter("select")
+    with pytest.raises(RuntimeError, match="use_costs"):
+        select.step_cost(0, 4)
+    costs = fake_costs()
+    SelfSpecDecoder(tiny_llama, None, drafter=select, costs=costs).generate([5, 6, 7, 5, 6, 7], max_new_tokens=4)
+    name = select.candidates[0].name
+    assert select.step_cost(0, 4) == pytest.approx(costs.step_cost(4, drafter=name))
+
+
+def test_a_decoding_step_synchronises_once(tiny_llama, monkeypatch):
+    from leap.core.runtime.device import StepClock
+
+    settles = []
+    monkeypatch.setattr(StepClock, "settle", lambda self: settles.append(1))
+    decoder = SelfSpecDecoder(tiny_llama, LayerConfig.from_sets(tiny_llama.num_layers, skip=[2]), "fixed",
+                              policy_kwargs={"k": 3})
+    session = decoder.start([5, 6, 7, 8], max_new_tokens=20)
+    settles.clear()
+    for _ in range(3):
+        session.step()
+    assert len(settles) == 3
