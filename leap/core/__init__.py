@@ -5,9 +5,9 @@ foundations (``*.py``)     ``config`` (LayerAction, LayerConfig), ``errors``, ``
 :mod:`.runtime`            the machine: device-safe transfers, step clocks, the cost record, provenance
 :mod:`.modeling`           prompt -> model: the model adapter, KV cache, linears, LayerStack, traces, probes
 :mod:`.trees`              the draft's shape: chains and trees (OPT-Tree, sampled trees)
+:mod:`.verify`             verify: acceptance rules and tree verification rules
 :mod:`.drafters`           draft: what proposes candidate tokens (layer skip, model-free, hybrids)
 :mod:`.policies`           draft: when to stop drafting
-:mod:`.verify`             verify: acceptance rules and tree verification rules
 :mod:`.decoding`           -> outcome: the decoder and session that tie them together, and calibration
 =========================  ==============================================================================
 

@@ -13,17 +13,20 @@ of them (property-tested over the registry). One algorithm per module:
 ``gated``              a model-free drafter that drafts only where its drafts have paid (:mod:`.gated`)
 ``select``             per step, the model-free drafter whose drafts would have paid (:mod:`.select`)
 ``stand``              n-gram tables of verifier distributions, stochastic drafts under sampling (:mod:`.stand`)
+``lowbit``             the model's own weights at low precision (GGUF via llama.cpp, or int8) (:mod:`.lowbit`)
 =====================  ===========================================================================
 
 Register your own with ``@drafters.register("name")`` or the entry-point group ``leap.drafters``.
 
-May import: the foundations, :mod:`leap.core.runtime` (costs) and :mod:`leap.core.trees`; the decoding
+May import: the foundations, :mod:`leap.core.runtime` (costs), :mod:`leap.core.modeling` (the low-bit
+runner), :mod:`leap.core.trees` and :mod:`leap.core.verify` (draft distributions); the decoding
 session imports drafters, never the other way round.
 """
 
 from leap.core.drafters.base import Drafter, drafters, make_drafter
 from leap.core.drafters.gated import Gated
 from leap.core.drafters.hybrid import Hybrid, LayerSkip
+from leap.core.drafters.lowbit import LowBit
 from leap.core.drafters.prompt_lookup import PromptLookup
 from leap.core.drafters.select import Select
 from leap.core.drafters.stand import Stand
@@ -31,4 +34,4 @@ from leap.core.drafters.suffix import SuffixDrafter, SuffixTrie
 from leap.core.drafters.token_recycling import TokenRecycling
 
 __all__ = ["Drafter", "drafters", "make_drafter", "PromptLookup", "TokenRecycling", "SuffixDrafter", "SuffixTrie",
-           "Hybrid", "LayerSkip", "Gated", "Select", "Stand"]
+           "Hybrid", "LayerSkip", "Gated", "Select", "Stand", "LowBit"]

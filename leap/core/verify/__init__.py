@@ -6,5 +6,6 @@ rules (:mod:`~leap.core.verify.tree_rules`: token matching; :mod:`~leap.core.ver
 Traversal Verification). Every rule is lossless: greedy output equals plain greedy decoding and
 sampled output follows the target distribution.
 
-May import: the foundations, :mod:`leap.core.runtime` and :mod:`leap.core.trees`.
+May import: the foundations, :mod:`leap.core.runtime` and :mod:`leap.core.trees`; drafters and the
+decoding session import it.
 """

@@ -1,0 +1,110 @@
+"""``lowbit``: the model's own weights at low precision draft the chain (a low-bit self-draft).
+
+QSpec (Zhao et al., 2024) and ML-SpecQD (Georganas et al., 2025) draft with a low-precision copy of the
+target itself: the same layers, cheaper weights, a distribution close to the target's. Here the copy is
+a :class:`~leap.core.modeling.low_bit.LowBitRunner` (the model's GGUF run by llama.cpp, or a weight-int8
+copy in torch), with its own KV cache kept in step with the decoder's committed tokens on every
+proposal (accepted tokens kept, rejected ones removed).
+
+Greedy: the draft's argmax chain, stopped early when the draft's top probability falls below
+``min_confidence``. Sampling: each token drawn from ``q`` = the draft's distribution after the
+request's temperature and top-p (the same transform as the target's), cut to its ``top_k`` most likely
+tokens and renormalised - the exact distribution the token is drawn from - and returned with it, so the
+speculative sampling rule (and Traversal Verification for chains) keeps the target distribution.
+Lossless either way: the decoder verifies every token with the full-precision model.
+
+Who calls what: the decoding session calls :meth:`use_model` and :meth:`use_sampling` when the drafter
+joins it, then ``propose`` / ``propose_sampled`` every step. ``--drafter lowbit --drafter-arg
+backend=torch-int8`` picks a runner; ``gguf=PATH`` names a GGUF file for a model loaded otherwise;
+``LowBit(runner=...)`` drafts with any :class:`~leap.core.modeling.low_bit.LowBitRunner` of your own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from leap.core.drafters.base import Drafter, drafters
+from leap.core.errors import SettingsError
+from leap.core.modeling.low_bit import LowBitRunner, make_runner
+from leap.core.verify.sampling import SamplingSettings, target_probs
+
+__all__ = ["LowBit"]
+
+
+@drafters.register("lowbit")
+class LowBit(Drafter):
+    """The model's own weights at low precision (GGUF via llama.cpp, or int8 in torch) draft the chain."""
+
+    name = "lowbit"
+    needs_model = True
+    samples_drafts = True
+
+    def __init__(self, num_tokens: int = 6, min_confidence: float = 0.0, backend: str = "auto",
+                 gguf: str | None = None, threads: int | None = None, n_ctx: int = 4096,
+                 top_k: int = 64, runner: LowBitRunner | None = None) -> None:
+        if num_tokens < 1:
+            raise SettingsError(f"lowbit: num_tokens must be >= 1, got {num_tokens}")
+        if not 0.0 <= min_confidence < 1.0:
+            raise SettingsError(f"lowbit: min_confidence must be in [0, 1), got {min_confidence}")
+        self.num_tokens = int(num_tokens)
+        self.min_confidence = float(min_confidence)
+        self.top_k = max(int(top_k), 1)
+        self.runner_args = dict(backend=backend, gguf=gguf, threads=threads, n_ctx=n_ctx)
+        self.runner: LowBitRunner | None = runner  # a runner given here is used as is (any model)
+        self._model_id: int | None = None
+        self._fixed = runner is not None
+        self.settings = SamplingSettings(0.0, 1.0)
+
+    # ------------------------------------------------------------------ hooks
+    def use_model(self, model: Any) -> None:
+        if not self._fixed and (self.runner is None or self._model_id != id(model)):
+            self.runner = make_runner(model, **self.runner_args)
+            self._model_id = id(model)
+
+    def use_sampling(self, settings: SamplingSettings) -> None:
+        self.settings = settings
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        if self.runner is not None and self.runner.cached[: len(prompt)] != list(prompt)[: len(self.runner.cached)]:
+            self.runner.reset()
+
+    def _runner(self) -> LowBitRunner:
+        if self.runner is None:
+            raise SettingsError("lowbit: no model bound; the decoding session calls use_model(model) first")
+        return self.runner
+
+    # ------------------------------------------------------------------ drafting
+    def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
+        runner = self._runner()
+        logits = runner.sync(tokens)
+        out: list[int] = []
+        for _ in range(min(max_tokens, self.num_tokens)):
+            probs = torch.softmax(logits, dim=-1)
+            token = int(torch.argmax(probs).item())  # the runner is on the host: one read per token
+            if self.min_confidence and float(probs[token]) < self.min_confidence and out:
+                break
+            out.append(token)
+            if len(out) < min(max_tokens, self.num_tokens):
+                logits = runner.feed([token])
+        return out
+
+    def propose_sampled(self, tokens: Sequence[int], max_tokens: int,
+                        generator: torch.Generator | None) -> list[tuple[int, dict[int, float]]]:
+        runner = self._runner()
+        logits = runner.sync(tokens)
+        out: list[tuple[int, dict[int, float]]] = []
+        n = min(max_tokens, self.num_tokens)
+        for _ in range(n):
+            probs = target_probs(logits.unsqueeze(0), self.settings)[0]
+            top = torch.topk(probs, min(self.top_k, probs.numel()))
+            q = top.values / top.values.sum()  # the distribution the token is drawn from: exact, as the rule needs
+            index = int(torch.multinomial(q.to(generator.device) if generator is not None else q, 1,
+                                          generator=generator).item())
+            ids, values = top.indices.tolist(), q.tolist()
+            out.append((ids[index], {i: v for i, v in zip(ids, values) if v > 0.0}))
+            if len(out) < n:
+                logits = runner.feed([ids[index]])
+        return out

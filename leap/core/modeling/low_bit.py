@@ -1,0 +1,205 @@
+"""The model's own weights at low precision, as a draft model with a KV cache of its own.
+
+A low-bit self-draft (QSpec; ML-SpecQD; SpecMQuant) runs the *same* layers as the verifier with
+cheaper weights, so its next-token distribution stays close to the target's - at T = 1 too, where
+model-free drafts fail. Two runners, one interface (:class:`LowBitRunner`):
+
+* :class:`LlamaCppRunner` - a GGUF file (the default model ships as Q4_1) run by llama.cpp through
+  its Python binding ``llama-cpp-python`` (``pip install leap[lowbit]``; built from source on
+  machines without a matching wheel). CPU and, with a CUDA build of llama.cpp, GPU.
+* :class:`TorchInt8Runner` - any model leap can load (a Hugging Face folder, a config, the tiny test
+  models): a copy with weight-int8 dynamic quantisation of every linear layer
+  (``torch.ao.quantization.quantize_dynamic``: fbgemm/oneDNN int8 GEMMs on x86 CPUs), run by
+  transformers' forward with a ``DynamicCache``. Needs no extra package; what it saves depends on the
+  CPU's int8 kernels (measured, never assumed: ``leap calibrate`` times it).
+
+A runner holds the tokens it has cached; :meth:`LowBitRunner.sync` keeps that in step with the
+decoder's committed tokens (the longest common prefix is kept, rejected draft tokens are removed,
+new committed ones are fed) and returns the logits after the last one. Who calls what: the
+``lowbit`` drafter (:mod:`leap.core.drafters.lowbit`) builds one per model with :func:`make_runner`.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from leap.core.errors import SettingsError
+
+__all__ = ["LowBitRunner", "LlamaCppRunner", "TorchInt8Runner", "make_runner", "gguf_of", "RUNNERS"]
+
+
+class LowBitRunner:
+    """Feed tokens, read next-token logits; the cache holds :attr:`cached` (a prefix of the context)."""
+
+    name = "base"
+
+    def __init__(self) -> None:
+        self.cached: list[int] = []
+
+    # ------------------------------------------------------------------ what a runner implements
+    def _feed(self, tokens: Sequence[int]) -> torch.Tensor:
+        """Append ``tokens`` to the cache; the float32 logits ``[V]`` after the last one."""
+        raise NotImplementedError
+
+    def _truncate(self, n: int) -> None:
+        """Keep the first ``n`` cached tokens."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ shared
+    def feed(self, tokens: Sequence[int]) -> torch.Tensor:
+        logits = self._feed(tokens)
+        self.cached.extend(int(t) for t in tokens)
+        return logits
+
+    def truncate(self, n: int) -> None:
+        if n < len(self.cached):
+            self._truncate(n)
+            del self.cached[n:]
+
+    def sync(self, tokens: Sequence[int]) -> torch.Tensor:
+        """Bring the cache to ``tokens`` (keeping the longest common prefix); logits after ``tokens[-1]``."""
+        common = 0
+        limit = min(len(self.cached), len(tokens) - 1)  # the last token is always fed: its logits are needed
+        while common < limit and self.cached[common] == tokens[common]:
+            common += 1
+        self.truncate(common)
+        return self.feed(tokens[common:])
+
+    def reset(self) -> None:
+        self.truncate(0)
+
+
+class TorchInt8Runner(LowBitRunner):
+    """A weight-int8 copy of the model (dynamic quantisation of every ``nn.Linear``), transformers' forward."""
+
+    name = "torch-int8"
+
+    def __init__(self, model: Any, threads: int | None = None) -> None:
+        super().__init__()
+        from transformers import DynamicCache
+
+        if model.device.type != "cpu":
+            raise SettingsError("the torch-int8 low-bit runner is a CPU runner (torch's dynamic quantisation); "
+                                "on a GPU use a GGUF with a CUDA build of llama.cpp (gguf=PATH)")
+        hf = copy.deepcopy(model.hf_model).float().eval()
+        self.module = torch.ao.quantization.quantize_dynamic(hf, {torch.nn.Linear}, dtype=torch.qint8)
+        self._cache_type = DynamicCache
+        self.cache = DynamicCache()
+        self.threads = threads
+
+    def _feed(self, tokens: Sequence[int]) -> torch.Tensor:
+        ids = torch.tensor([list(tokens)], dtype=torch.long)
+        with torch.inference_mode():
+            out = self.module(input_ids=ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+        self.cache = out.past_key_values
+        return out.logits[0, -1].float()
+
+    def _truncate(self, n: int) -> None:
+        if n == 0:
+            self.cache = self._cache_type()
+        else:
+            self.cache.crop(n - len(self.cached))  # transformers 5: a negative count removes that many
+
+
+class LlamaCppRunner(LowBitRunner):
+    """A GGUF file run by llama.cpp (``llama-cpp-python``'s C API: batch decode, logits, KV removal)."""
+
+    name = "llama.cpp"
+
+    def __init__(self, path: str | Path, *, n_ctx: int = 4096, threads: int | None = None) -> None:
+        super().__init__()
+        try:
+            import llama_cpp
+        except ImportError as err:
+            raise SettingsError(
+                "the llama.cpp low-bit runner needs llama-cpp-python: `pip install leap[lowbit]` (builds "
+                "llama.cpp from source where no wheel fits, ~10 minutes on 2 cores), or use backend=torch-int8"
+            ) from err
+        import os
+
+        self._lib = llama_cpp
+        llama_cpp.llama_backend_init()
+        mparams = llama_cpp.llama_model_default_params()
+        self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
+        if not self._model:
+            raise SettingsError(f"llama.cpp could not load {path}")
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = n_ctx
+        cparams.n_batch = n_ctx
+        cparams.n_ubatch = min(n_ctx, 512)
+        threads = threads or torch.get_num_threads() or os.cpu_count() or 1
+        cparams.n_threads = threads
+        cparams.n_threads_batch = threads
+        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
+        if not self._ctx:
+            raise SettingsError(f"llama.cpp could not create a context for {path}")
+        self._vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(self._model))
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(n_ctx, 0, 1)
+        self.n_ctx = n_ctx
+
+    def _feed(self, tokens: Sequence[int]) -> torch.Tensor:
+        lib, batch, start = self._lib, self._batch, len(self.cached)
+        if start + len(tokens) > self.n_ctx:
+            raise SettingsError(f"the low-bit draft's context ({self.n_ctx} tokens) is full; pass n_ctx=N")
+        batch.n_tokens = len(tokens)
+        for i, token in enumerate(tokens):
+            batch.token[i] = int(token)
+            batch.pos[i] = start + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = i == len(tokens) - 1
+        if lib.llama_decode(self._ctx, batch) != 0:
+            raise RuntimeError("llama_decode failed in the low-bit draft")
+        ptr = lib.llama_get_logits_ith(self._ctx, -1)
+        return torch.from_numpy(np.ctypeslib.as_array(ptr, shape=(self._vocab,)).copy())
+
+    def _truncate(self, n: int) -> None:
+        self._lib.llama_memory_seq_rm(self._mem, 0, n, -1)
+
+    def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
+        try:
+            self._lib.llama_batch_free(self._batch)
+            self._lib.llama_free(self._ctx)
+            self._lib.llama_model_free(self._model)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+RUNNERS = ("auto", "llama.cpp", "torch-int8")
+
+
+def gguf_of(model: Any) -> Path | None:
+    """The GGUF file ``model`` was loaded from, if any."""
+    info = getattr(model, "info", {}) or {}
+    if info.get("gguf_file") and info.get("source"):
+        path = Path(info["source"]) / info["gguf_file"]
+        return path if path.is_file() else None
+    return None
+
+
+def make_runner(model: Any, backend: str = "auto", gguf: str | None = None, threads: int | None = None,
+                n_ctx: int = 4096) -> LowBitRunner:
+    """``auto``: llama.cpp on the model's GGUF (or ``gguf``) when llama-cpp-python is installed and the
+    model runs on the CPU, else the torch int8 copy."""
+    if backend not in RUNNERS:
+        raise SettingsError(f"unknown low-bit backend {backend!r}; choose one of {', '.join(RUNNERS)}")
+    path = Path(gguf) if gguf else gguf_of(model)
+    if gguf and not path.is_file():
+        raise SettingsError(f"no GGUF file at {gguf}")
+    if backend == "auto":
+        usable = path is not None and importlib.util.find_spec("llama_cpp") is not None
+        backend = "llama.cpp" if usable and model.device.type == "cpu" else "torch-int8"
+    if backend == "llama.cpp":
+        if path is None:
+            raise SettingsError("the llama.cpp backend needs a GGUF of the model: load the model from a .gguf or "
+                                "pass gguf=PATH (llama.cpp's convert_hf_to_gguf.py writes one)")
+        return LlamaCppRunner(path, n_ctx=n_ctx, threads=threads)
+    return TorchInt8Runner(model, threads)
