@@ -125,6 +125,7 @@ class LlamaCppRunner(LowBitRunner):
         import os
 
         self._lib = llama_cpp
+        _silence(llama_cpp)
         llama_cpp.llama_backend_init()
         mparams = llama_cpp.llama_model_default_params()
         self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
@@ -171,6 +172,22 @@ class LlamaCppRunner(LowBitRunner):
             self._lib.llama_model_free(self._model)
         except Exception:  # noqa: BLE001
             pass
+
+
+_SILENT: list = []  # the log callback, kept alive for the process
+
+
+def _silence(llama_cpp) -> None:
+    """llama.cpp logs every context it creates to stderr; leap's progress and results stay readable."""
+    if not _SILENT:
+        import ctypes
+
+        @llama_cpp.llama_log_callback
+        def _quiet(level, text, user_data):  # noqa: ARG001
+            return None
+
+        _SILENT.append(_quiet)
+        llama_cpp.llama_log_set(_quiet, ctypes.c_void_p(0))
 
 
 RUNNERS = ("auto", "llama.cpp", "torch-int8")
