@@ -67,10 +67,6 @@ class LowBit(Drafter):
     def use_sampling(self, settings: SamplingSettings) -> None:
         self.settings = settings
 
-    def begin(self, prompt: Sequence[int]) -> None:
-        if self.runner is not None and self.runner.cached[: len(prompt)] != list(prompt)[: len(self.runner.cached)]:
-            self.runner.reset()
-
     def _runner(self) -> LowBitRunner:
         if self.runner is None:
             raise SettingsError("lowbit: no model bound; the decoding session calls use_model(model) first")
@@ -82,9 +78,8 @@ class LowBit(Drafter):
         logits = runner.sync(tokens)
         out: list[int] = []
         for _ in range(min(max_tokens, self.num_tokens)):
-            probs = torch.softmax(logits, dim=-1)
-            token = int(torch.argmax(probs).item())  # the runner is on the host: one read per token
-            if self.min_confidence and float(probs[token]) < self.min_confidence and out:
+            token = int(torch.argmax(logits).item())  # the runner is on the host: one read per token
+            if self.min_confidence and out and torch.softmax(logits, dim=-1)[token].item() < self.min_confidence:
                 break
             out.append(token)
             if len(out) < min(max_tokens, self.num_tokens):

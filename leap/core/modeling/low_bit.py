@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ class TorchInt8Runner(LowBitRunner):
 
     name = "torch-int8"
 
-    def __init__(self, model: Any, threads: int | None = None) -> None:
+    def __init__(self, model: Any) -> None:
         super().__init__()
         from transformers import DynamicCache
 
@@ -92,7 +93,6 @@ class TorchInt8Runner(LowBitRunner):
         self.module = torch.ao.quantization.quantize_dynamic(hf, {torch.nn.Linear}, dtype=torch.qint8)
         self._cache_type = DynamicCache
         self.cache = DynamicCache()
-        self.threads = threads
 
     def _feed(self, tokens: Sequence[int]) -> torch.Tensor:
         ids = torch.tensor([list(tokens)], dtype=torch.long)
@@ -122,8 +122,6 @@ class LlamaCppRunner(LowBitRunner):
                 "the llama.cpp low-bit runner needs llama-cpp-python: `pip install leap[lowbit]` (builds "
                 "llama.cpp from source where no wheel fits, ~10 minutes on 2 cores), or use backend=torch-int8"
             ) from err
-        import os
-
         self._lib = llama_cpp
         _silence(llama_cpp)
         llama_cpp.llama_backend_init()
@@ -219,4 +217,4 @@ def make_runner(model: Any, backend: str = "auto", gguf: str | None = None, thre
             raise SettingsError("the llama.cpp backend needs a GGUF of the model: load the model from a .gguf or "
                                 "pass gguf=PATH (llama.cpp's convert_hf_to_gguf.py writes one)")
         return LlamaCppRunner(path, n_ctx=n_ctx, threads=threads)
-    return TorchInt8Runner(model, threads)
+    return TorchInt8Runner(model)
