@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -42,7 +43,13 @@ def tiny_hf_model(kind: str = "llama", *, layers: int = 6, vocab: int = VOCAB, e
     else:
         raise ValueError(kind)
     model.generation_config.eos_token_id = eos_token_id
-    return model.eval()
+    return model.eval().to(device_for_tests())
+
+
+def device_for_tests() -> torch.device:
+    """Where the tiny models live: ``LEAP_TEST_DEVICE`` (default ``cpu``); ``cuda`` runs the suite's
+    tiny-model tests on a GPU (how the device checks were run on a lent GPU machine)."""
+    return torch.device(os.environ.get("LEAP_TEST_DEVICE", "cpu"))
 
 
 def tiny_tokenizer(with_eos: bool = True):

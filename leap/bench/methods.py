@@ -113,7 +113,8 @@ class SearchMethod(BenchMethod):
                  groups: bool = True, search: bool = True, drafters: Sequence[str] | str | None = None,
                  steps_per_trial: int | None = None, budget: int | None = None, carry_over: int = 0,
                  zone_metric: str = "residual-ratio", group_metric: str = "ear-gain",
-                 metric_args: dict[str, dict[str, Any]] | None = None, **agent_kwargs: Any) -> None:
+                 metric_args: dict[str, dict[str, Any]] | None = None, low_bit: bool = False, low_bits: int = 8,
+                 **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.runner import OnlineSearch, SearchSettings
 
@@ -122,12 +123,14 @@ class SearchMethod(BenchMethod):
             drafters = [d for d in drafters.split(";") if d]
         factory = agent_factory(agent, model.num_layers, zones=zones, groups=groups, search=search,
                                 seed=options.seed, agent_kwargs=agent_kwargs, drafters=drafters,
-                                zone_metric=zone_metric, group_metric=group_metric, metric_args=metric_args)
+                                zone_metric=zone_metric, group_metric=group_metric, metric_args=metric_args,
+                                low_bit=low_bit)
         settings = SearchSettings(budget=options.budget if budget is None else int(budget), reward=options.reward, min_speedup=options.min_speedup,
                                   give_up=options.give_up,
                                   steps_per_trial=steps_per_trial or options.steps_per_trial,
                                   carry_over=int(carry_over))
-        self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify),
+        self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify,
+                                                   low_bits=int(low_bits)),
                                    factory, settings)
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
@@ -180,7 +183,9 @@ def _leap(name: str, **ablation: bool) -> BenchFactory:
     factory.__doc__ = {"leap": "LEAP: zones + groups from the prefill, zone-aware MCTS on measured speedup",
                        "leap-no-zones": "LEAP w/o zone (Table 2): every layer middle-like",
                        "leap-no-groups": "LEAP w/o group (Table 2): one decision unit per layer",
-                       "leap-no-search": "LEAP w/o MCTS (Table 2): zones + groups with a fixed rule"}[name]
+                       "leap-no-search": "LEAP w/o MCTS (Table 2): zones + groups with a fixed rule",
+                       "leap-low-bit": "LEAP with the per-layer precision action: middle and final layers may "
+                                       "also run at low precision (weight-only int8; low_bits=4 for int4)"}[name]
     return factory
 
 
@@ -188,6 +193,7 @@ bench_methods.add("leap", _leap("leap"))
 bench_methods.add("leap-no-zones", _leap("leap-no-zones", zones=False))
 bench_methods.add("leap-no-groups", _leap("leap-no-groups", groups=False))
 bench_methods.add("leap-no-search", _leap("leap-no-search", search=False))
+bench_methods.add("leap-low-bit", _leap("leap-low-bit", low_bit=True))
 
 
 @bench_methods.register("leap-drafters")

@@ -77,6 +77,10 @@ def add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-zones", action="store_true", help="ablation: every layer middle-like (EXECUTE/SKIP)")
     p.add_argument("--no-groups", action="store_true", help="ablation: one decision unit per layer")
     p.add_argument("--no-search", action="store_true", help="ablation: zones + groups with a fixed rule (no MCTS)")
+    p.add_argument("--low-bit-layers", action="store_true",
+                   help="extension: middle and final layers may also run at low precision in the draft (LOW, 'Q')")
+    p.add_argument("--low-bits", type=int, choices=[8, 4], default=8,
+                   help="precision of LOW layers: 8 (weight-only int8, default) or 4 (int4, groups of 32)")
     add_metric_args(p)
     p.add_argument("--budget", type=int, default=40, help="search iterations per prompt (default 40)")
     p.add_argument("--reward", choices=["measured", "cost"], default="measured",

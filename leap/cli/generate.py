@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             model, config, args.draft_policy, policy_kwargs=kv_args(args.policy_arg),
             reuse_prefix=not args.no_reuse_prefix, draft_vocab=args.draft_vocab,
             drafter=args.drafter if method != "ar" else None, drafter_kwargs=kv_args(args.drafter_arg),
-            tree_verify=args.tree_verify,
+            tree_verify=args.tree_verify, low_bits=args.low_bits,
         )
         if method in ("ar", "self-spec"):
             outcome = decoder.generate(args.prompt, **settings)
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         factory = agent_factory(method, model.num_layers, zones=not args.no_zones, groups=not args.no_groups,
                                 search=not args.no_search, seed=args.seed, agent_kwargs=kv_args(args.agent_arg),
                                 drafters=drafters, zone_metric=args.zone_metric, group_metric=args.group_metric,
-                                metric_args=method_args(args.metric_arg, "--metric-arg"))
+                                metric_args=method_args(args.metric_arg, "--metric-arg"), low_bit=args.low_bit_layers)
         runner = OnlineSearch(decoder, factory, SearchSettings(budget=args.budget, reward=args.reward,
                                                                min_speedup=args.min_speedup, give_up=args.give_up,
                                                                steps_per_trial=args.steps_per_trial,

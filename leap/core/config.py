@@ -5,9 +5,15 @@ so search agents use it as a dictionary key and the benchmark stores its string 
 
 String forms (both parse with :meth:`LayerConfig.parse`):
 
-* compact, one letter per layer: ``"EEESSEEER"`` (E = execute, S = skip, R = repeat);
-* sparse, for the command line: ``"skip=5,6,7;repeat=28"`` (needs ``num_layers``); ranges such as
+* compact, one letter per layer: ``"EEESSEEER"`` (E = execute, S = skip, R = repeat, Q = execute at low
+  precision);
+* sparse, for the command line: ``"skip=5,6,7;repeat=28;low=10-12"`` (needs ``num_layers``); ranges such as
   ``skip=5-9`` are accepted.
+
+LOW (Q) semantics: the draft runs the layer once with its weights quantised (weight-only int8 by default,
+:mod:`leap.core.modeling.low_bit_layers`) instead of the full-precision weights - the per-layer form of
+a low-bit self-draft (QSpec, ML-SpecQD quantise the whole draft). Its draft cache entries are rolled back
+like every draft entry, so the verifier only ever sees full-precision keys/values.
 
 REPEAT semantics (who defines it: :class:`leap.core.modeling.layers.LayerStack`): the draft runs a repeated
 layer twice in a row on the same position. The second pass attends to the layer's committed cache
@@ -33,11 +39,12 @@ class LayerAction(enum.Enum):
     EXECUTE = "E"
     SKIP = "S"
     REPEAT = "R"
+    LOW = "Q"  # executed once with low-precision weights
 
     @property
     def passes(self) -> int:
         """How many times the draft runs the layer for one token (0, 1 or 2)."""
-        return {"E": 1, "S": 0, "R": 2}[self.value]
+        return {"E": 1, "S": 0, "R": 2, "Q": 1}[self.value]
 
     @classmethod
     def from_letter(cls, letter: str) -> LayerAction:
@@ -45,7 +52,7 @@ class LayerAction(enum.Enum):
             return cls(letter.upper())
         except ValueError:
             raise ConfigError(
-                f"unknown layer action {letter!r}: use E (execute), S (skip) or R (repeat)"
+                f"unknown layer action {letter!r}: use E (execute), S (skip), R (repeat) or Q (low precision)"
             ) from None
 
 
@@ -82,24 +89,26 @@ class LayerConfig:
 
     @classmethod
     def from_sets(
-        cls, num_layers: int, *, skip: Iterable[int] = (), repeat: Iterable[int] = ()
+        cls, num_layers: int, *, skip: Iterable[int] = (), repeat: Iterable[int] = (), low: Iterable[int] = ()
     ) -> LayerConfig:
-        """Execute every layer except those in ``skip`` (skipped) and ``repeat`` (run twice)."""
+        """Execute every layer except those in ``skip`` (skipped), ``repeat`` (run twice) and ``low`` (run
+        at low precision)."""
         n = _check_num_layers(num_layers)
-        skip, repeat = set(skip), set(repeat)
-        for name, layers in (("skip", skip), ("repeat", repeat)):
+        sets = {"skip": set(skip), "repeat": set(repeat), "low": set(low)}
+        for name, layers in sets.items():
             bad = sorted(i for i in layers if not 0 <= i < n)
             if bad:
                 raise ConfigError(f"{name} names layers {bad} but the model has layers 0..{n - 1}")
-        both = sorted(skip & repeat)
-        if both:
-            raise ConfigError(f"layers {both} are both skipped and repeated; choose one")
-        return cls(
-            tuple(
-                LayerAction.SKIP if i in skip else LayerAction.REPEAT if i in repeat else LayerAction.EXECUTE
-                for i in range(n)
-            )
-        )
+        names = list(sets)
+        for a, first in enumerate(names):
+            for second in names[a + 1:]:
+                both = sorted(sets[first] & sets[second])
+                if both:
+                    raise ConfigError(f"layers {both} are in both {first} and {second}; choose one action per layer")
+        action = {i: LayerAction.SKIP for i in sets["skip"]}
+        action.update({i: LayerAction.REPEAT for i in sets["repeat"]})
+        action.update({i: LayerAction.LOW for i in sets["low"]})
+        return cls(tuple(action.get(i, LayerAction.EXECUTE) for i in range(n)))
 
     @classmethod
     def parse(cls, text: str, num_layers: int | None = None) -> LayerConfig:
@@ -112,14 +121,14 @@ class LayerConfig:
         if "=" in text:
             if num_layers is None:
                 raise ConfigError(f"the sparse form {text!r} needs num_layers to know the model depth")
-            sets: dict[str, list[int]] = {"skip": [], "repeat": []}
+            sets: dict[str, list[int]] = {"skip": [], "repeat": [], "low": []}
             for part in filter(None, (p.strip() for p in text.split(";"))):
                 key, _, values = part.partition("=")
                 key = key.strip().lower()
                 if key not in sets:
-                    raise ConfigError(f"unknown key {key!r} in {text!r}: use skip=... and repeat=...")
+                    raise ConfigError(f"unknown key {key!r} in {text!r}: use skip=..., repeat=... and low=...")
                 sets[key].extend(parse_layer_list(values))
-            return cls.from_sets(num_layers, skip=sets["skip"], repeat=sets["repeat"])
+            return cls.from_sets(num_layers, **sets)
         config = cls(tuple(LayerAction.from_letter(c) for c in text if not c.isspace()))
         if num_layers is not None and config.num_layers != num_layers:
             raise ConfigError(
@@ -142,6 +151,11 @@ class LayerConfig:
         return tuple(i for i, a in enumerate(self.actions) if a is LayerAction.REPEAT)
 
     @property
+    def low(self) -> tuple[int, ...]:
+        """The layers the draft runs at low precision."""
+        return tuple(i for i, a in enumerate(self.actions) if a is LayerAction.LOW)
+
+    @property
     def layer_passes(self) -> int:
         """Layer evaluations per draft token (#EXECUTE + 2 #REPEAT)."""
         return sum(a.passes for a in self.actions)
@@ -155,7 +169,7 @@ class LayerConfig:
     def exact_prefix(self) -> int:
         """Number of leading layers the draft runs exactly as the full model does.
 
-        Layers before the first SKIP or REPEAT see the same inputs in draft and verification, so their
+        Layers before the first SKIP, REPEAT or LOW see the same inputs in draft and verification, so their
         cache entries and outputs for draft tokens can be kept (see ``SelfSpecDecoder(reuse_prefix=)``).
         """
         for i, a in enumerate(self.actions):

@@ -41,7 +41,7 @@ class LeapDrafterSearchEnv(LeapLayerSearchEnv):
         self.persist_drafters = persist_drafters
         self.drafters = self._new_drafters()
         super().__init__(*args, **kwargs)
-        self.action_space = spaces.MultiDiscrete([3] * len(self.space.units) + [len(self.options)])
+        self.action_space = spaces.MultiDiscrete([len(self.canonical)] * len(self.space.units) + [len(self.options)])
 
     def _new_drafters(self) -> list:
         from leap.core.drafters import make_drafter

@@ -4,8 +4,9 @@ One episode = one prompt; one step = one real draft/verify iteration of the self
 under the configuration the action encodes; reward = that step's speedup over plain decoding.
 
 * **Action**: ``MultiDiscrete([3] * units)``, one of EXECUTE (0), SKIP (1), REPEAT (2) per decision
-  unit. The zones decide which are legal; ``info["action_mask"]`` (``[units, 3]``) says so, and an
-  illegal action is replaced by EXECUTE (``info["illegal_actions"]`` counts them).
+  unit (``low_bit=True``: ``[4] * units``, with LOW (3), the layer run at low precision). The zones
+  decide which are legal; ``info["action_mask"]`` (``[units, 3 or 4]``) says so, and an illegal action is
+  replaced by EXECUTE (``info["illegal_actions"]`` counts them).
 * **Observation** (``Dict``): ``metrics`` ``[L, M]`` - the registered redundancy metrics of this
   episode's prompt from its prefill; ``zones`` ``[L]`` - 0 early, 1 middle, 2 final; ``acceptance``
   ``[3]`` - mean committed tokens per step, draft acceptance rate and fraction of the token budget
@@ -25,7 +26,8 @@ determinism checks). Bump the ``-vN`` suffix whenever the meaning of an observat
 Constructor: ``model`` (a name/path for :func:`leap.core.modeling.model.load_model`, loaded on ``device`` in
 ``dtype``, or a ``LeapModel`` already loaded - several environments can share one),
 ``prompts`` (a JSONL file, a list of strings or of token-id lists; default: the shipped Spec-Bench
-prompts), ``max_new_tokens``, ``reward``, ``step_budget``, ``zones``/``groups`` (ablations), ``chat``.
+prompts), ``max_new_tokens``, ``reward``, ``step_budget``, ``zones``/``groups`` (ablations), ``chat``,
+``low_bit`` (the per-layer precision action in the middle and final zones; ``low_bits`` 8 or 4).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from leap.redundancy.zones import Zone
 
 __all__ = ["LeapLayerSearchEnv"]
 
-_CANONICAL = (LayerAction.EXECUTE, LayerAction.SKIP, LayerAction.REPEAT)
+_CANONICAL = (LayerAction.EXECUTE, LayerAction.SKIP, LayerAction.REPEAT, LayerAction.LOW)
 _ZONE_CODE = {Zone.EARLY: 0, Zone.MIDDLE: 1, Zone.FINAL: 2}
 
 
@@ -79,6 +81,8 @@ class LeapLayerSearchEnv(gym.Env):
         positions: int = 8,
         device: str = "auto",
         dtype: str | None = None,
+        low_bit: bool = False,
+        low_bits: int = 8,
     ) -> None:
         from leap.core.decoding.decoder import SelfSpecDecoder
         from leap.core.modeling.model import LeapModel, load_model
@@ -94,22 +98,24 @@ class LeapLayerSearchEnv(gym.Env):
         self.reward_kind = reward
         self.chat = chat and bool(getattr(self.model.tokenizer, "chat_template", None))
         self.positions = positions
-        self.decoder = SelfSpecDecoder(self.model, None)
+        self.decoder = SelfSpecDecoder(self.model, None, low_bits=low_bits)
+        #: the action codes: EXECUTE, SKIP, REPEAT (and LOW with ``low_bit``)
+        self.canonical = _CANONICAL if low_bit else _CANONICAL[:3]
         # the cost model reads the machine's calibration (measured once per model/device, then cached)
         self.reward_fn = make_reward("cost", costs=self.decoder.costs) if reward == "cost" else make_reward(reward)
         self._compute_metrics = compute_metrics
 
         traces = [self._start(p, 1).trace for p in self.prompts[:calibration_prompts]]
-        self.space = build_space(traces, zones=zones, groups=groups, metrics=None)
+        self.space = build_space(traces, zones=zones, groups=groups, metrics=None, low_bit=low_bit)
         self.metric_names = sorted(self.space.metrics)
         L, M, U = self.model.num_layers, len(self.metric_names), len(self.space.units)
-        self.action_space = spaces.MultiDiscrete([3] * U)
+        self.action_space = spaces.MultiDiscrete([len(self.canonical)] * U)
         self.observation_space = spaces.Dict({
             "metrics": spaces.Box(-1e6, 1e6, shape=(L, M), dtype=np.float32),
             "zones": spaces.MultiDiscrete([3] * L),
             "acceptance": spaces.Box(0.0, 1e6, shape=(3,), dtype=np.float32),
         })
-        self._mask = np.array([[a in u.actions for a in _CANONICAL] for u in self.space.units], dtype=np.int8)
+        self._mask = np.array([[a in u.actions for a in self.canonical] for u in self.space.units], dtype=np.int8)
         self._zones = np.array([_ZONE_CODE[z] for z in self.space.zones], dtype=np.int64)
         self.session = None
         self.t_base = 0.0
@@ -137,7 +143,7 @@ class LeapLayerSearchEnv(gym.Env):
         """The :class:`LayerConfig` an action encodes, and how many unit actions were illegal."""
         choice, illegal = [], 0
         for unit, a in zip(self.space.units, np.asarray(action, dtype=np.int64)):
-            wanted = _CANONICAL[int(a)]
+            wanted = self.canonical[int(a)]
             if wanted in unit.actions:
                 choice.append(unit.actions.index(wanted))
             else:
@@ -153,7 +159,7 @@ class LeapLayerSearchEnv(gym.Env):
         choice = self.space.full_choice if config is None else self.space.from_config(config)
         if choice is None:
             raise ValueError(f"{config} is outside this environment's space")
-        return np.array([_CANONICAL.index(u.actions[c]) for u, c in zip(self.space.units, choice)], dtype=np.int64)
+        return np.array([self.canonical.index(u.actions[c]) for u, c in zip(self.space.units, choice)], dtype=np.int64)
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

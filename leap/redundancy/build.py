@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from leap.redundancy.base import compute_metrics, make_metric
-from leap.redundancy.space import DecisionUnit, SearchSpace, build_search_space
+from leap.redundancy.space import DecisionUnit, SearchSpace, build_search_space, with_low_bit
 from leap.redundancy.zones import ZONE_ACTIONS, Zone, ZoneSettings
 
 __all__ = ["SpaceSettings", "space_from_metrics", "space_from_traces", "build_space", "baseline_space", "SPACE_METRICS"]
@@ -45,6 +45,8 @@ class SpaceSettings:
     zone_settings: ZoneSettings = ZoneSettings()
     zones: bool = True
     groups: bool = True
+    #: add the per-layer precision action (LOW) to the middle and final zones (:func:`with_low_bit`)
+    low_bit: bool = False
 
     def args(self, name: str) -> dict[str, Any]:
         return dict(self.metric_args.get(name, {}))
@@ -59,8 +61,9 @@ def space_from_metrics(metrics: Mapping[str, Sequence[float]], settings: SpaceSe
         metrics[settings.zone_metric])
     group_signal = make_metric(settings.group_metric, **settings.args(settings.group_metric)).importance(
         metrics[settings.group_metric])
-    return build_search_space(zone_signal, group_signal, settings.zone_settings, zones=settings.zones,
-                              groups=settings.groups, metrics={k: np.asarray(v) for k, v in metrics.items()})
+    space = build_search_space(zone_signal, group_signal, settings.zone_settings, zones=settings.zones,
+                               groups=settings.groups, metrics={k: np.asarray(v) for k, v in metrics.items()})
+    return with_low_bit(space) if settings.low_bit else space
 
 
 def space_from_traces(traces, settings: SpaceSettings = SpaceSettings(),
@@ -83,10 +86,11 @@ def baseline_space(num_layers: int) -> SearchSpace:
 
 def build_space(trace, *, zones: bool = True, groups: bool = True, settings: ZoneSettings = ZoneSettings(),
                 metrics: Sequence[str] | None = SPACE_METRICS, zone_metric: str = "residual-ratio",
-                group_metric: str = "ear-gain", metric_args: dict | None = None) -> SearchSpace:
+                group_metric: str = "ear-gain", metric_args: dict | None = None, low_bit: bool = False) -> SearchSpace:
     """LEAP's search space from a prefill trace (or a list of traces), built by
     :func:`leap.redundancy.build.space_from_traces`: ``zone_metric`` fills LEAP's R role, ``group_metric``
     its Delta L role; ``cosine`` is kept for the agents that rank units by it; ``metrics=None`` computes
-    every registered metric (the environment's observation)."""
+    every registered metric (the environment's observation); ``low_bit`` adds the per-layer precision
+    action."""
     return space_from_traces(trace, SpaceSettings(zone_metric, group_metric, metric_args or {}, settings, zones,
-                                                  groups), metrics)
+                                                  groups, low_bit), metrics)

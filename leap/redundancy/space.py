@@ -31,7 +31,7 @@ from leap.core.errors import ConfigError
 from leap.redundancy.groups import layerwise_groups, leap_groups
 from leap.redundancy.zones import ZONE_ACTIONS, Zone, ZoneSettings, assign_zones
 
-__all__ = ["DecisionUnit", "SearchSpace", "build_search_space"]
+__all__ = ["DecisionUnit", "SearchSpace", "build_search_space", "with_low_bit"]
 
 Choice = tuple[int, ...]
 
@@ -213,3 +213,12 @@ def build_search_space(
     zone_list = assign_zones(residual_ratio, ear_gain, settings) if zones else [Zone.MIDDLE] * L
     group_list = leap_groups(zone_list, residual_ratio, ear_gain) if groups else layerwise_groups(zone_list)
     return SearchSpace.from_groups(zone_list, group_list, metrics=metrics)
+
+
+def with_low_bit(space: SearchSpace, zones: Sequence[Zone] = (Zone.MIDDLE, Zone.FINAL)) -> SearchSpace:
+    """``space`` with the per-layer precision action: every unit in ``zones`` may also run its layers at
+    low precision (:attr:`LayerAction.LOW`, appended after the unit's own actions, so choice indices of the
+    original actions are unchanged). Early-zone layers stay exact (LEAP keeps them executed)."""
+    units = [DecisionUnit(u.layers, u.zone, u.actions + (LayerAction.LOW,))
+             if u.zone in zones and LayerAction.LOW not in u.actions else u for u in space.units]
+    return SearchSpace(units, metrics=space.metrics)

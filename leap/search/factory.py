@@ -46,15 +46,18 @@ def agent_factory(
     zone_metric: str = "residual-ratio",
     group_metric: str = "ear-gain",
     metric_args: dict[str, dict[str, Any]] | None = None,
+    low_bit: bool = False,
 ) -> Callable[[LayerTrace | None], SearchAgent]:
     """A per-prompt agent factory for ``method`` (``leap`` = ``mcts``); with ``drafters`` (drafter
     option strings, see :mod:`leap.search.drafter_space`) the space gains the drafter dimension;
-    ``zone_metric``/``group_metric`` fill LEAP's R and Delta L roles (:mod:`leap.redundancy.build`)."""
+    ``zone_metric``/``group_metric`` fill LEAP's R and Delta L roles (:mod:`leap.redundancy.build`);
+    ``low_bit`` adds the per-layer precision action (LOW) to the middle and final zones."""
     from leap.redundancy.base import redundancy_metrics
 
     for role in (zone_metric, group_metric):
         redundancy_metrics.get(role)  # an unknown metric fails here, listing the registered ones
-    space_kwargs = dict(zone_metric=zone_metric, group_metric=group_metric, metric_args=metric_args or {})
+    space_kwargs = dict(zone_metric=zone_metric, group_metric=group_metric, metric_args=metric_args or {},
+                        low_bit=low_bit)
     name = "mcts" if method == "leap" else method
     if not search:
         name = "zone-rule"

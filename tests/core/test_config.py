@@ -25,7 +25,15 @@ def test_sparse_form_round_trips(acts):
     config = LayerConfig(tuple(acts))
     skip = ",".join(map(str, config.skipped))
     repeat = ",".join(map(str, config.repeated))
-    assert LayerConfig.parse(f"skip={skip};repeat={repeat}", config.num_layers) == config
+    low = ",".join(map(str, config.low))
+    assert LayerConfig.parse(f"skip={skip};repeat={repeat};low={low}", config.num_layers) == config
+
+
+def test_one_action_per_layer_in_the_sparse_form():
+    with pytest.raises(ConfigError, match=r"layers \[2\] are in both skip and low"):
+        LayerConfig.parse("skip=1,2;low=2-3", 6)
+    assert str(LayerConfig.parse("skip=1;repeat=5;low=2-3", 6)) == "ESQQER"
+    assert LayerConfig.parse("EQQE").low == (1, 2) and LayerConfig.parse("EQQE").exact_prefix == 1
 
 
 @given(actions)
@@ -53,7 +61,7 @@ def test_from_sets_and_ranges():
         ("EEE", 4, "has 3 actions but the model has 4"),
         ("skip=1", None, "needs num_layers"),
         ("skip=9", 4, "layers 0..3"),
-        ("skip=1;repeat=1", 4, "both skipped and repeated"),
+        ("skip=1;repeat=1", 4, "in both skip and repeat"),
         ("jump=1", 4, "unknown key"),
         ("skip=a", 4, "bad layer list"),
         ("", None, "one action per layer"),

@@ -56,6 +56,19 @@ def test_illegal_actions_become_execute_and_are_counted(tiny_llama):
         assert all(config.actions[l].name == expected for l in unit.layers)
 
 
+def test_the_precision_action_is_a_fourth_code_legal_outside_the_early_zone(tiny_llama):
+    env = LeapLayerSearchEnv(model=tiny_llama, prompts=PROMPTS, max_new_tokens=10, reward="cost", low_bit=True)
+    env.reset(seed=1)
+    assert list(env.action_space.nvec) == [4] * len(env.space.units)
+    assert [bool(m) for m in env._mask[:, 3]] == [u.zone.value != "early" for u in env.space.units]
+    config, illegal = env.config_of(np.full(len(env.space.units), 3))  # LOW everywhere
+    early = [u for u in env.space.units if u.zone.value == "early"]
+    assert illegal == len(early) and config.low and not any(l in config.low for u in early for l in u.layers)
+    assert list(env.action_of(config)) == [0 if u.zone.value == "early" else 3 for u in env.space.units]
+    _, reward, *_ = env.step(np.full(len(env.space.units), 3))
+    assert reward > 0
+
+
 def test_greedy_output_is_lossless_in_the_env(tiny_llama):
     from leap.core import SelfSpecDecoder
 

@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from leap.redundancy import build_search_space
+from leap.redundancy.space import with_low_bit
 
 
 @st.composite
@@ -18,7 +19,7 @@ def search_spaces(draw, min_layers=4, max_layers=24):
     R, D = rng.random(n) * 2, rng.normal(0, 0.5, n)
     space = build_search_space(R, D, zones=draw(st.booleans()), groups=draw(st.booleans()),
                                metrics={"cosine": rng.random(n).tolist()})
-    return space
+    return with_low_bit(space) if draw(st.booleans()) else space  # the per-layer precision action too
 
 
 def reward_of(config) -> float:

@@ -72,3 +72,15 @@ def test_ablation_flags_build_the_right_spaces(tiny_llama):
     no_zones = agent_factory("mcts", 6, zones=False)(session.trace)
     assert {z.value for z in no_zones.space.zones} == {"middle"}
     assert agent_factory("leap", 6, search=False)(session.trace).name == "zone-rule"
+
+
+def test_the_factory_adds_the_precision_action_when_asked(tiny_llama):
+    from leap.core import LayerAction
+    from leap.core.modeling.trace import capture_trace
+    from leap.search.factory import agent_factory
+
+    trace = capture_trace(tiny_llama, [5, 9, 14, 20, 7, 11, 30, 31])
+    plain = agent_factory("leap", tiny_llama.num_layers, seed=0)(trace).space
+    low = agent_factory("leap", tiny_llama.num_layers, seed=0, low_bit=True)(trace).space
+    assert not any(LayerAction.LOW in u.actions for u in plain.units)
+    assert [LayerAction.LOW in u.actions for u in low.units] == [u.zone.value != "early" for u in low.units]

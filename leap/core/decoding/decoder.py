@@ -71,6 +71,9 @@ class SelfSpecDecoder:
         tree_verify: how draft trees are verified under sampling: a rule name from
             :data:`leap.core.verify.tree_rules.tree_rules` (``match``, default; ``traversal``) or an instance.
             Greedy decoding always uses exact match.
+        low_bits: the precision of layers the configuration runs at low precision (``Q``, LOW):
+            8 (weight-only int8, default) or 4 (int4 in groups of 32); see
+            :mod:`leap.core.modeling.low_bit_layers`.
 
     Example::
 
@@ -93,7 +96,13 @@ class SelfSpecDecoder:
         drafter_kwargs: dict | None = None,
         costs: Calibration | None = None,
         tree_verify: str | TreeRule | None = None,
+        low_bits: int = 8,
     ) -> None:
+        from leap.core.modeling.low_bit_layers import BITS
+
+        if low_bits not in BITS:
+            raise SettingsError(f"low_bits must be one of {BITS}, got {low_bits}")
+        self.low_bits = int(low_bits)
         self.model = model
         self.tree_rule = make_tree_rule(tree_verify)
         self._costs = costs

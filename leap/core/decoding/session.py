@@ -19,6 +19,7 @@ from leap.core.trees.draft_tree import DraftTree
 from leap.core.drafters import Drafter
 from leap.core.errors import ContextLengthError, SettingsError
 from leap.core.modeling.layers import plan_for
+from leap.core.modeling.low_bit_layers import replacements
 from leap.core.decoding.outcome import GenerationOutcome, StepRecord
 from leap.core.verify.sampling import (
     SamplingSettings,
@@ -245,6 +246,7 @@ class DecodingSession:
         passes = [a.passes for a in cfg.actions]
         draft.prefix = cfg.exact_prefix if self.decoder.reuse_prefix else 0
         head_plan, tail_plan = plan_for(passes, 0, draft.prefix), plan_for(passes, draft.prefix)
+        low = replacements(self.decoder.model, cfg, self.decoder.low_bits) if cfg.low else None
         if self.policy.needs_costs:
             self.policy.use_costs(self.decoder.costs, cfg.layer_passes)
         self.policy.begin()
@@ -253,7 +255,7 @@ class DecodingSession:
             t0 = clock.mark()
             hidden = stack.run_layers(stack.embed(feed), head_plan, self.cache, base + fed)
             draft.saved.append(hidden)
-            hidden = stack.run_layers(hidden, tail_plan, self.cache, base + fed)
+            hidden = stack.run_layers(hidden, tail_plan, self.cache, base + fed, replace=low)
             logits = stack.logits(hidden[:, -1:], self._draft_head)[0]
             draft.spans.append((t0, clock.mark()))
             fed += len(feed)

@@ -22,7 +22,7 @@ states through :meth:`run_layers`'s ``record`` argument.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -134,6 +134,7 @@ class LayerStack:
         record: dict[int, torch.Tensor] | None = None,
         positions: Sequence[int] | None = None,
         mask: torch.Tensor | None = None,
+        replace: Mapping[int, torch.nn.Module] | None = None,
     ) -> torch.Tensor:
         """Run ``hidden`` (positions ``start..start+q-1``) through the layers of ``plan``.
 
@@ -145,6 +146,8 @@ class LayerStack:
             record: if given, ``record[i]`` receives the input of layer ``i`` for each planned layer.
             positions, mask: a draft tree's positions and attention mask
                 (:class:`~leap.core.trees.draft_tree.DraftTree`); default: ``start..start+q-1``, causal.
+            replace: modules run instead of the model's own layers (a draft's low-precision copies,
+                :mod:`leap.core.modeling.low_bit_layers`); they write the same per-layer cache.
         """
         q = hidden.shape[1]
         position_ids, position_embeddings = self._positions(start, q, hidden, positions)
@@ -154,7 +157,7 @@ class LayerStack:
         for index, passes in plan:
             if record is not None:
                 record[index] = hidden
-            layer = layers[index]
+            layer = replace[index] if replace and index in replace else layers[index]
             for p in range(passes):
                 if p:  # REPEAT: the second pass replaces the first pass's cache entries
                     cache.layers[index].crop(-q)

@@ -127,6 +127,9 @@ class LeapModel:
         self.rotary_emb: nn.Module = base.rotary_emb
         self.lm_head: nn.Module = self.hf_model.lm_head
         self.config = self.hf_model.config
+        # low-precision copies of single layers for the LOW draft action, made on first use
+        # (leap.core.modeling.low_bit_layers.low_bit_layer): (layer, bits) -> module
+        self.low_bit_layers: dict[tuple[int, int], nn.Module] = {}
         # leap's GQA attention for its own layer-wise calls; every other caller keeps transformers' SDPA
         install_attention(self.hf_model)
         self.info.setdefault("attention", getattr(self.config, "_attn_implementation", None))

@@ -19,6 +19,7 @@ import torch
 
 from leap.core.config import LayerConfig
 from leap.core.modeling.layers import plan_for
+from leap.core.modeling.low_bit_layers import replacements
 
 __all__ = ["ContextProbe", "Probe"]
 
@@ -76,7 +77,9 @@ class ContextProbe:
         with torch.inference_mode():
             cache = self.fork(start)
             plan = plan_for([a.passes for a in config.actions])
-            hidden = self.stack.run_layers(self.stack.embed(tokens[start : start + w]), plan, cache, start)
+            low = replacements(self.stack.model, config, self.session.decoder.low_bits) if config.low else None
+            hidden = self.stack.run_layers(self.stack.embed(tokens[start : start + w]), plan, cache, start,
+                                           replace=low)
             predicted = self.stack.logits(hidden).argmax(-1).tolist()
         self.forward_time_s += self.stack.clock() - t0
         target = tokens[start + 1 : start + 1 + w]
