@@ -6,7 +6,11 @@
   ``min_free`` tokens (default 1: it had no candidate), the layer-skip draft *continues the chain*
   from the model-free tokens (they are fed through the draft's layers in one pass, then it drafts
   on under its draft-length policy). Without a ``LayerConfig`` in the step, ``hybrid`` is its
-  model-free part alone.
+  model-free part alone;
+* ``cascade``: a model-free drafter first (``first``, default ``suffix``); when it proposes fewer than
+  ``min_first`` tokens, another drafter (``then``, default ``lowbit``, the low-bit self-draft) drafts the
+  step instead - copy when the context repeats, a model draft otherwise, with no layer configuration.
+  Arguments for the parts are prefixed: ``cascade:then=lowbit,then_num_tokens=8,first_min_prob=0.2``.
 
 Who calls what: :class:`leap.core.decoding.decoder.DecodingSession` asks :meth:`continue_with_layers` after
 :meth:`propose`.
@@ -18,9 +22,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from leap.core.drafters.base import Drafter, drafters, make_drafter
+from leap.core.trees.draft_tree import DraftTree
 from leap.core.errors import SettingsError
 
-__all__ = ["LayerSkip", "Hybrid"]
+__all__ = ["LayerSkip", "Hybrid", "Cascade"]
 
 
 @drafters.register("layer-skip")
@@ -70,3 +75,102 @@ class Hybrid(Drafter):
 
     def finish(self, tokens: Sequence[int]) -> None:
         self.free.finish(tokens)
+
+
+@drafters.register("cascade")
+class Cascade(Drafter):
+    """A model-free drafter first; another drafter (default: the low-bit self-draft) when it has no draft."""
+
+    name = "cascade"
+
+    def __init__(self, first: str | Drafter = "suffix", then: str | Drafter = "lowbit", min_first: int = 1,
+                 first_when_sampling: bool = True, **kwargs: Any) -> None:
+        if min_first < 1:
+            raise SettingsError(f"cascade: min_first must be >= 1, got {min_first}")
+        unknown = sorted(k for k in kwargs if not k.startswith(("first_", "then_")))
+        if unknown:
+            raise SettingsError(f"cascade: unknown arguments {unknown}; prefix a part's arguments with first_ or then_")
+        if isinstance(first, str) and drafters.get(first).uses_layers:
+            raise SettingsError("cascade: the first part must be a model-free drafter (e.g. suffix, prompt-lookup)")
+        self.first = make_drafter(first, **{k[6:]: v for k, v in kwargs.items() if k.startswith("first_")})
+        self.then = make_drafter(then, **{k[5:]: v for k, v in kwargs.items() if k.startswith("then_")})
+        if self.then.uses_layers:
+            raise SettingsError("cascade: the second part drafts without a layer configuration; use hybrid for "
+                                "a layer-skip continuation")
+        self.min_first, self.first_when_sampling = int(min_first), bool(first_when_sampling)
+        self.parts = (self.first, self.then)
+        self.needs_logits = any(d.needs_logits for d in self.parts)
+        self.needs_costs = any(d.needs_costs for d in self.parts)
+        self.needs_model = any(d.needs_model for d in self.parts)
+        self.samples_drafts = self.then.samples_drafts
+        self.tree_nodes = max(d.tree_nodes for d in self.parts)
+        self.used: list[int] = [0, 0]  # steps drafted by each part
+        self._chosen: Drafter | None = None
+
+    @property
+    def last_match(self) -> int | None:
+        return self.first.last_match
+
+    def _pick(self, tree: DraftTree) -> bool:
+        """Whether the first part's ``tree`` drafts the step (else the second part does)."""
+        use_first = tree.depth >= self.min_first
+        self._chosen = self.first if use_first else self.then
+        self.used[0 if use_first else 1] += 1
+        return use_first
+
+    def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
+        tree = self.first.propose_tree(tokens, max_depth)
+        return tree if self._pick(tree) else self.then.propose_tree(tokens, max_depth)
+
+    def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
+        return self.propose_tree(tokens, max_tokens).first_chain()
+
+    def propose_sampled_tree(self, tokens: Sequence[int], max_depth: int, generator) -> DraftTree:
+        tree = self.first.propose_tree(tokens, max_depth) if self.first_when_sampling else DraftTree()
+        if self._pick(tree):
+            return tree  # deterministic proposals: draws None (one-hot q) for the sampling rules
+        if self.then.samples_drafts:
+            return self.then.propose_sampled_tree(tokens, max_depth, generator)
+        return self.then.propose_tree(tokens, max_depth)
+
+    def propose_sampled(self, tokens: Sequence[int], max_tokens: int, generator):
+        tree = self.propose_sampled_tree(tokens, max_tokens, generator)
+        out, row = [], 0
+        while tree.children(row):  # the first chain; row r holds node r - 1
+            row = next(iter(tree.children(row).values()))
+            token, q = tree.tokens[row - 1], tree.draws[row - 1]
+            out.append((token, q if q is not None else {token: 1.0}))
+        return out
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        if self._chosen is not None:
+            self._chosen.feedback(drafted, accepted)
+        self._chosen = None
+
+    # ------------------------------------------------------------------ pass-through
+    def use_costs(self, costs) -> None:
+        for d in self.parts:
+            if d.needs_costs:
+                d.use_costs(costs)
+
+    def use_model(self, model: Any) -> None:
+        for d in self.parts:
+            if d.needs_model:
+                d.use_model(model)
+
+    def use_sampling(self, settings: Any) -> None:
+        for d in self.parts:
+            d.use_sampling(settings)
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        for d in self.parts:
+            d.begin(prompt)
+
+    def observe(self, inputs, logits) -> None:
+        for d in self.parts:
+            if d.needs_logits:
+                d.observe(inputs, logits)
+
+    def finish(self, tokens: Sequence[int]) -> None:
+        for d in self.parts:
+            d.finish(tokens)

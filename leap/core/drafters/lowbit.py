@@ -13,6 +13,17 @@ tokens and renormalised - the exact distribution the token is drawn from - and r
 speculative sampling rule (and Traversal Verification for chains) keeps the target distribution.
 Lossless either way: the decoder verifies every token with the full-precision model.
 
+Trees (``shape=``): ``"chain"`` (default); ``"siblings"`` - the chain plus, at every depth, the next
+``width - 1`` most likely (greedy) or Gumbel-Top-K drawn (sampling, without replacement) alternatives as
+leaves, which cost no extra draft pass (they come from the logits the chain already read); ``"delayed"`` -
+a trunk of ``trunk`` tokens, then ``branches`` chains of ``branch_len`` (delayed tree expansion, as in
+:mod:`leap.core.trees.stochastic_tree`; each branch is drafted by re-syncing the runner to its path).
+Sampled trees carry each node's exact draw distribution, so Traversal Verification and the tree rules
+apply unchanged.
+
+Model-free drafts first: ``hybrid`` puts this drafter behind a model-free one
+(``hybrid:free=suffix,then=lowbit``; :mod:`leap.core.drafters.hybrid`).
+
 Who calls what: the decoding session calls :meth:`use_model` and :meth:`use_sampling` when the drafter
 joins it, then ``propose`` / ``propose_sampled`` every step. ``--drafter lowbit --drafter-arg
 backend=torch-int8`` picks a runner; ``gguf=PATH`` names a GGUF file for a model loaded otherwise;
@@ -29,9 +40,24 @@ import torch
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 from leap.core.modeling.low_bit import LowBitRunner, make_runner
+from leap.core.trees.draft_tree import DraftTree
+from leap.core.trees.stochastic_tree import delayed_shape, fill_shape, gumbel_top_k, most_likely
 from leap.core.verify.sampling import SamplingSettings, target_probs
 
-__all__ = ["LowBit"]
+__all__ = ["LowBit", "sibling_shape", "SHAPES"]
+
+SHAPES = ("chain", "siblings", "delayed")
+
+
+def sibling_shape(depth: int, width: int) -> list[int]:
+    """The skeleton of a chain of ``depth`` tokens with ``width - 1`` leaf alternatives at every depth
+    (node ``i``'s parent row; the first child of each chain node continues the chain)."""
+    shape, parent = [], 0
+    for _ in range(depth):
+        trunk = len(shape) + 1
+        shape.extend([parent] * width)
+        parent = trunk
+    return shape
 
 
 @drafters.register("lowbit")
@@ -44,9 +70,18 @@ class LowBit(Drafter):
 
     def __init__(self, num_tokens: int = 6, min_confidence: float = 0.0, backend: str = "auto",
                  gguf: str | None = None, threads: int | None = None, n_ctx: int = 4096,
-                 top_k: int = 64, runner: LowBitRunner | None = None) -> None:
+                 top_k: int = 64, runner: LowBitRunner | None = None, shape: str = "chain", width: int = 2,
+                 trunk: int = 4, branches: int = 2, branch_len: int = 2) -> None:
         if num_tokens < 1:
             raise SettingsError(f"lowbit: num_tokens must be >= 1, got {num_tokens}")
+        if shape not in SHAPES:
+            raise SettingsError(f"lowbit: unknown shape {shape!r}; choose one of {', '.join(SHAPES)}")
+        if width < 1 or trunk < 0 or branches < 1 or branch_len < 1:
+            raise SettingsError("lowbit: width >= 1, trunk >= 0, branches >= 1 and branch_len >= 1")
+        self.shape = shape
+        self.skeleton = (sibling_shape(num_tokens, width) if shape == "siblings"
+                         else delayed_shape(trunk, branches, branch_len) if shape == "delayed" else None)
+        self.tree_nodes = len(self.skeleton) if self.skeleton else 0
         if not 0.0 <= min_confidence < 1.0:
             raise SettingsError(f"lowbit: min_confidence must be in [0, 1), got {min_confidence}")
         self.num_tokens = int(num_tokens)
@@ -103,3 +138,27 @@ class LowBit(Drafter):
             if len(out) < n:
                 logits = runner.feed([ids[index]])
         return out
+
+    # ------------------------------------------------------------------ trees
+    def _entry(self, tokens: Sequence[int], sampled: bool):
+        """``lookup(path)`` for :func:`fill_shape`: the draft's candidates after ``tokens + path``."""
+        runner = self._runner()
+        context = list(tokens)
+
+        def lookup(path):
+            logits = runner.sync(context + list(path))
+            probs = target_probs(logits.unsqueeze(0), self.settings)[0] if sampled else torch.softmax(logits, -1)
+            top = torch.topk(probs, min(self.top_k, probs.numel()))
+            return top.indices.tolist(), (top.values / top.values.sum()).tolist()
+
+        return lookup
+
+    def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
+        if self.skeleton is None:
+            return super().propose_tree(tokens, max_depth)
+        return fill_shape(self.skeleton, self._entry(tokens, False), most_likely, max_depth)
+
+    def propose_sampled_tree(self, tokens: Sequence[int], max_depth: int, generator) -> DraftTree:
+        if self.skeleton is None:
+            return super().propose_sampled_tree(tokens, max_depth, generator)
+        return fill_shape(self.skeleton, self._entry(tokens, True), gumbel_top_k(generator), max_depth)

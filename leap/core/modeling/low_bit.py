@@ -203,7 +203,7 @@ def gguf_of(model: Any) -> Path | None:
 def make_runner(model: Any, backend: str = "auto", gguf: str | None = None, threads: int | None = None,
                 n_ctx: int = 4096) -> LowBitRunner:
     """``auto``: llama.cpp on the model's GGUF (or ``gguf``) when llama-cpp-python is installed and the
-    model runs on the CPU, else the torch int8 copy."""
+    model runs on the CPU, else the torch int8 copy. llama.cpp runners are shared per file and settings."""
     if backend not in RUNNERS:
         raise SettingsError(f"unknown low-bit backend {backend!r}; choose one of {', '.join(RUNNERS)}")
     path = Path(gguf) if gguf else gguf_of(model)
@@ -216,5 +216,14 @@ def make_runner(model: Any, backend: str = "auto", gguf: str | None = None, thre
         if path is None:
             raise SettingsError("the llama.cpp backend needs a GGUF of the model: load the model from a .gguf or "
                                 "pass gguf=PATH (llama.cpp's convert_hf_to_gguf.py writes one)")
-        return LlamaCppRunner(path, n_ctx=n_ctx, threads=threads)
+        key = ("llama.cpp", str(path.resolve()), threads, n_ctx)
+        if key not in _SHARED:  # a GGUF is loaded once per process: drafters sync the runner to their own text
+            _SHARED[key] = LlamaCppRunner(path, n_ctx=n_ctx, threads=threads)
+        return _SHARED[key]
     return TorchInt8Runner(model)
+
+
+#: llama.cpp runners by (backend, file, threads, n_ctx), shared by every drafter of the process (loading a
+#: GGUF takes ~0.1-0.3 s; a drafter per bench method or search option would otherwise reload it inside
+#: the timed call). Sharing is safe: every proposal starts with ``sync`` to the caller's own tokens.
+_SHARED: dict[tuple, LowBitRunner] = {}

@@ -133,3 +133,72 @@ def test_llama_cpp_runner_on_the_shipped_gguf_agrees_and_stays_in_step():
     spec = SelfSpecDecoder(model, None, drafter=LowBit(backend="llama.cpp")).generate(ids, max_new_tokens=48)
     assert spec.token_ids == plain.token_ids
     assert spec.acceptance_rate > 0.6
+
+
+# ---------------------------------------------------------------- trees and the cascade
+def test_sibling_trees_are_the_chain_plus_the_next_most_likely_alternatives(runner_model):
+    from leap.core.drafters.lowbit import sibling_shape
+
+    assert sibling_shape(3, 2) == [0, 0, 1, 1, 3, 3]
+    runner = TorchInt8Runner(runner_model)
+    chain = LowBit(num_tokens=4, runner=runner).propose([5, 9, 14], 4)
+    tree = LowBit(num_tokens=4, runner=runner, shape="siblings", width=3).propose_tree([5, 9, 14], 4)
+    assert tree.first_chain() == chain and len(tree) == 12 and tree.depth == 4
+    row, context = 0, [5, 9, 14]
+    for token in chain:  # at every depth: the draft's three most likely tokens, best first
+        top3 = torch.topk(TorchInt8Runner(runner_model).sync(context), 3).indices.tolist()
+        assert list(tree.children(row)) == top3
+        row, context = tree.children(row)[token], context + [token]
+
+
+@pytest.mark.parametrize("shape", ["siblings", "delayed"])
+def test_lowbit_trees_are_greedy_lossless(tiny_llama, shape):
+    plain = SelfSpecDecoder(tiny_llama, None).generate([5, 6, 7, 8], max_new_tokens=40)
+    drafter = LowBit(num_tokens=4, shape=shape, trunk=2, branches=2, branch_len=2)
+    spec = SelfSpecDecoder(tiny_llama, None, drafter=drafter).generate([5, 6, 7, 8], max_new_tokens=40)
+    assert spec.token_ids == plain.token_ids
+    assert spec.acceptance_rate > 0 and max(s.drafted for s in spec.steps) > 4  # branching trees were verified
+
+
+@pytest.mark.parametrize("spec", ["lowbit-siblings", "cascade"])
+def test_lowbit_trees_and_cascades_keep_the_target_distribution(spec):
+    """T = 1, two tokens: a sampled sibling tree (Gumbel-Top-K alternatives with their exact draw
+    distributions) and a cascade (one-hot copies or sampled low-bit drafts) give the exact target
+    distribution under Traversal Verification (the negative control of the chain test above shows this
+    chi-square has power; a Gumbel-Top-K that forgets to remove earlier children from later ones' ``q``
+    turns the tree case red)."""
+    from leap.core.drafters.hybrid import Cascade
+
+    model = tiny_model("llama", vocab=6, eos_token_id=None, init=0.3)
+    draft = TorchInt8Runner(tiny_model("llama", vocab=6, eos_token_id=None, init=0.6, seed=5))
+    prompt = [4, 1, 3]
+    V, N = 6, 1200
+    exact = _exact_three_token_distribution(model, prompt, SamplingSettings(1.0, 1.0)).view(V, V, V).sum(-1).flatten()
+    drafter = LowBit(num_tokens=2, runner=draft, shape="siblings", width=3) if spec == "lowbit-siblings" else \
+        Cascade(first="suffix", then=LowBit(num_tokens=2, runner=draft), first_min_prob=0.5)
+    # trees: Traversal Verification, the rule that reads the recorded draw distributions
+    decoder = SelfSpecDecoder(model, None, drafter=drafter, tree_verify="traversal")
+    counts, gen, drafted = torch.zeros(V * V), torch.Generator().manual_seed(11), 0
+    for _ in range(N):
+        out = decoder.generate(prompt, max_new_tokens=2, generator=gen, temperature=1.0)
+        counts[out.token_ids[0] * V + out.token_ids[1]] += 1
+        drafted += sum(s.drafted for s in out.steps)
+    assert drafted >= N
+    if spec == "cascade":
+        assert min(drafter.used) > 0  # both parts drafted
+    assert _chi2_pvalue(counts, exact) > 1e-3
+
+
+def test_cascade_copies_when_the_context_repeats_and_drafts_otherwise(tiny_llama):
+    from leap.core.drafters.hybrid import Cascade
+
+    with pytest.raises(SettingsError, match="first_ or then_"):
+        Cascade(num_tokens=3)
+    with pytest.raises(SettingsError, match="model-free"):
+        Cascade(first="layer-skip")
+    cascade = Cascade(then_num_tokens=3, min_first=2)
+    SelfSpecDecoder(tiny_llama, None, drafter=cascade).generate([5, 6, 7, 8], max_new_tokens=6)
+    assert cascade.used[0] == 0 and cascade.used[1] > 0  # nothing to copy yet: the low-bit draft drafts
+    cascade.begin([5, 6, 7, 8, 9, 10, 5, 6, 7, 8, 9, 10, 5, 6, 7])
+    tree = cascade.propose_tree([5, 6, 7, 8, 9, 10, 5, 6, 7, 8, 9, 10, 5, 6, 7], 4)
+    assert tree.first_chain()[:2] == [8, 9] and cascade.used[0] == 1  # the repeat is copied
