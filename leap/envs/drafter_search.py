@@ -1,9 +1,11 @@
 """``LeapLayerSearch-v1``: ``LeapLayerSearch-v0`` plus the drafter as one more action dimension.
 
 Same episodes, observations, rewards and termination as ``v0`` (:mod:`leap.envs.layer_search`);
-the action gains a last entry, the index of a drafter option (``drafters``, default
-:data:`leap.search.drafter_space.DEFAULT_DRAFTERS`: layer-skip, prompt lookup with 10 and 4 tokens,
-suffix, token recycling, hybrid):
+the action gains a last entry, the index of a drafter option (``drafters``, default :data:`V1_DRAFTERS`:
+layer-skip, prompt lookup, suffix, gated, hybrid, stand chains and OPT-Tree trees - the search's
+defaults when ``v1`` was registered, frozen so the action space keeps its meaning; the search's
+:data:`~leap.search.drafter_space.DEFAULT_DRAFTERS` has since gained ``lowbit`` and ``cascade``: pass
+``drafters=DEFAULT_DRAFTERS`` for them):
 
 * **Action**: ``MultiDiscrete([3] * units + [len(drafters)])``. The unit entries are the layer
   configuration (used by options that draft with layers: ``layer-skip``, ``hybrid``; ignored by
@@ -29,15 +31,18 @@ from leap.envs.layer_search import LeapLayerSearchEnv
 
 __all__ = ["LeapDrafterSearchEnv"]
 
+#: the drafter options of ``LeapLayerSearch-v1`` by default (fixed: a new option would change the action space)
+V1_DRAFTERS = ("layer-skip", "prompt-lookup", "suffix", "gated", "hybrid:free=suffix", "stand", "stand:shape=opt")
+
 
 class LeapDrafterSearchEnv(LeapLayerSearchEnv):
     """See the module docstring; constructor arguments as ``v0`` plus ``drafters``."""
 
     def __init__(self, *args: Any, drafters: Sequence[str] | None = None, persist_drafters: bool = True,
                  **kwargs: Any) -> None:
-        from leap.search.drafter_space import DEFAULT_DRAFTERS, parse_option
+        from leap.search.drafter_space import parse_option
 
-        self.options = [parse_option(d) for d in (drafters or DEFAULT_DRAFTERS)]
+        self.options = [parse_option(d) for d in (drafters or V1_DRAFTERS)]
         self.persist_drafters = persist_drafters
         self.drafters = self._new_drafters()
         super().__init__(*args, **kwargs)

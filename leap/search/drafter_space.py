@@ -37,7 +37,7 @@ from leap.redundancy.space import SearchSpace
 __all__ = ["DrafterOption", "DraftChoice", "JointSpace", "with_drafters", "parse_option", "DEFAULT_DRAFTERS"]
 
 DEFAULT_DRAFTERS = ("layer-skip", "prompt-lookup", "suffix", "gated", "hybrid:free=suffix", "stand",
-                    "stand:shape=opt")
+                    "stand:shape=opt", "lowbit", "cascade")  # lowbit, cascade: the low-bit self-draft (issue 22)
 
 
 @dataclass(frozen=True)

@@ -175,7 +175,8 @@ def test_lowbit_trees_and_cascades_keep_the_target_distribution(spec):
     V, N = 6, 1200
     exact = _exact_three_token_distribution(model, prompt, SamplingSettings(1.0, 1.0)).view(V, V, V).sum(-1).flatten()
     drafter = LowBit(num_tokens=2, runner=draft, shape="siblings", width=3) if spec == "lowbit-siblings" else \
-        Cascade(first="suffix", then=LowBit(num_tokens=2, runner=draft), first_min_prob=0.5)
+        Cascade(first="suffix", then=LowBit(num_tokens=2, runner=draft), min_first=1,
+                first_min_prob=0.5)
     # trees: Traversal Verification, the rule that reads the recorded draw distributions
     decoder = SelfSpecDecoder(model, None, drafter=drafter, tree_verify="traversal")
     counts, gen, drafted = torch.zeros(V * V), torch.Generator().manual_seed(11), 0
