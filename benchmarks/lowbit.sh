@@ -6,7 +6,7 @@ set -euo pipefail
 out="${1:?usage: bash benchmarks/lowbit.sh OUT_DIR [PROMPTS_PER_CATEGORY]}"
 n="${2:-1}"
 common=(--num-prompts "$n" --first-turn-only --max-new-tokens 128 --threads 2 --seed 0 --quiet
-        --method-arg lowbit-tree:shape=siblings --method-arg cascade:min_first=3)
+        --method-arg lowbit-tree:shape=siblings)
 leap bench --methods ar,lowbit,lowbit-tree=lowbit,cascade,gated,suffix,hf-pld --temperature 0 --out "$out/t0" "${common[@]}"
 leap bench --methods ar,lowbit,lowbit-tree=lowbit,cascade,suffix --temperature 1 --out "$out/t1" "${common[@]}"
 leap report "$out/t0"

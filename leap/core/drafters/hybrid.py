@@ -8,7 +8,7 @@
   on under its draft-length policy). Without a ``LayerConfig`` in the step, ``hybrid`` is its
   model-free part alone;
 * ``cascade``: a model-free drafter first (``first``, default ``suffix``); when it proposes fewer than
-  ``min_first`` tokens (default 3), another drafter (``then``, default ``lowbit``, the low-bit self-draft) drafts the
+  ``min_first`` tokens (default 8: only a copy longer than the low-bit chain beats it), another drafter (``then``, default ``lowbit``, the low-bit self-draft) drafts the
   step instead - copy when the context repeats, a model draft otherwise, with no layer configuration.
   Arguments for the parts are prefixed: ``cascade:then=lowbit,then_num_tokens=8,first_min_prob=0.2``.
 
@@ -83,7 +83,7 @@ class Cascade(Drafter):
 
     name = "cascade"
 
-    def __init__(self, first: str | Drafter = "suffix", then: str | Drafter = "lowbit", min_first: int = 3,
+    def __init__(self, first: str | Drafter = "suffix", then: str | Drafter = "lowbit", min_first: int = 8,
                  first_when_sampling: bool = True, **kwargs: Any) -> None:
         if min_first < 1:
             raise SettingsError(f"cascade: min_first must be >= 1, got {min_first}")
