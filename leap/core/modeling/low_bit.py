@@ -125,10 +125,13 @@ class LlamaCppRunner(LowBitRunner):
         self._lib = llama_cpp
         _silence(llama_cpp)
         llama_cpp.llama_backend_init()
-        mparams = llama_cpp.llama_model_default_params()
-        self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
-        if not self._model:
-            raise SettingsError(f"llama.cpp could not load {path}")
+        key = str(Path(path).resolve())
+        if key not in _MODELS:  # the weights are loaded once per process; each runner has its own context
+            model = llama_cpp.llama_model_load_from_file(key.encode(), llama_cpp.llama_model_default_params())
+            if not model:
+                raise SettingsError(f"llama.cpp could not load {path}")
+            _MODELS[key] = model
+        self._model = _MODELS[key]
         cparams = llama_cpp.llama_context_default_params()
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_ctx
@@ -166,8 +169,7 @@ class LlamaCppRunner(LowBitRunner):
     def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
         try:
             self._lib.llama_batch_free(self._batch)
-            self._lib.llama_free(self._ctx)
-            self._lib.llama_model_free(self._model)
+            self._lib.llama_free(self._ctx)  # the model stays loaded for the process (_MODELS)
         except Exception:  # noqa: BLE001
             pass
 
@@ -216,14 +218,12 @@ def make_runner(model: Any, backend: str = "auto", gguf: str | None = None, thre
         if path is None:
             raise SettingsError("the llama.cpp backend needs a GGUF of the model: load the model from a .gguf or "
                                 "pass gguf=PATH (llama.cpp's convert_hf_to_gguf.py writes one)")
-        key = ("llama.cpp", str(path.resolve()), threads, n_ctx)
-        if key not in _SHARED:  # a GGUF is loaded once per process: drafters sync the runner to their own text
-            _SHARED[key] = LlamaCppRunner(path, n_ctx=n_ctx, threads=threads)
-        return _SHARED[key]
+        return LlamaCppRunner(path, n_ctx=n_ctx, threads=threads)
     return TorchInt8Runner(model)
 
 
-#: llama.cpp runners by (backend, file, threads, n_ctx), shared by every drafter of the process (loading a
-#: GGUF takes ~0.1-0.3 s; a drafter per bench method or search option would otherwise reload it inside
-#: the timed call). Sharing is safe: every proposal starts with ``sync`` to the caller's own tokens.
-_SHARED: dict[tuple, LowBitRunner] = {}
+#: llama.cpp model handles by GGUF file: the weights are loaded once per process and shared, while every
+#: runner (one per drafter) has a context - a KV cache - of its own, so no drafter (no bench method) ever
+#: starts from another's cached prompt: a shared cache would hand the second method of a prompt a free
+#: prefill of it.
+_MODELS: dict[str, Any] = {}
