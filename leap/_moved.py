@@ -17,7 +17,7 @@ import types
 import warnings
 from typing import Any
 
-__all__ = ["MOVED", "install"]
+__all__ = ["MOVED", "REMOVED_NAMES", "install"]
 
 #: old module path -> new module path
 MOVED: dict[str, str] = {
@@ -57,6 +57,19 @@ MOVED: dict[str, str] = {
 }
 
 
+def _persistent_agents() -> set[str]:
+    """``leap.search.methods.PERSISTENT_AGENTS`` of old: now each agent declares ``persistent`` itself."""
+    from leap.search.base import search_agents
+
+    return {name for name in search_agents.names() if search_agents.get(name).persistent}
+
+
+#: names an old module had that its new one dropped: old module -> {name: a function giving the value}
+REMOVED_NAMES: dict[str, dict[str, Any]] = {
+    "leap.search.methods": {"PERSISTENT_AGENTS": _persistent_agents},
+}
+
+
 class _Alias(types.ModuleType):
     """The old module: every attribute is read from the new one."""
 
@@ -67,6 +80,9 @@ class _Alias(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
+        dropped = REMOVED_NAMES.get(self.__name__, {})
+        if name in dropped:
+            return dropped[name]()
         return getattr(importlib.import_module(self.__moved_to__), name)
 
     def __dir__(self) -> list[str]:

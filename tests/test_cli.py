@@ -55,12 +55,20 @@ def test_bad_inputs_exit_2_with_a_message(model_dir, capsys, extra, message):
     assert message in capsys.readouterr().err
 
 
-def test_tree_verify_runs_sampled_stand_trees(model_dir, capsys):
+def test_tree_verify_runs_sampled_stand_trees(model_dir, capsys, monkeypatch):
+    from leap.core.verify.traversal import TraversalVerification
+
+    calls = []
+    real = TraversalVerification.accept_sampled
+    monkeypatch.setattr(TraversalVerification, "accept_sampled",
+                        lambda self, *a: calls.append(1) or real(self, *a))
     assert main(["generate", "w5 w6 w5 w6", "--model", model_dir, "--no-chat", "--drafter", "stand",
                  "--drafter-arg", "shape=best-first", "--tree-verify", "traversal", "--temperature", "1",
-                 "--max-new-tokens", "12", "--json"]) == 0
+                 "--max-new-tokens", "24", "--json"]) == 0  # 12 tokens: stand has seen too little to draft
     record = json.loads(capsys.readouterr().out)
-    assert record["new_tokens"] == 12 and record["config"] == "drafter:stand" and record["temperature"] == 1.0
+    assert record["draft_tokens_proposed"] > 0
+    assert record["new_tokens"] > 0 and record["config"] == "drafter:stand" and record["temperature"] == 1.0
+    assert calls  # the rule named on the command line verified the trees
 
 
 def test_missing_model(capsys, tmp_path):

@@ -77,3 +77,19 @@ def test_agents_md_shell_examples_name_real_flags():
             assert flag in commands[command]._option_string_actions, (command, flag)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["generate"])
+
+
+def test_agents_md_tensors_are_made_on_the_device_they_meet():
+    """Every tensor the examples create names its device (or copies another's with ``*_like``): a CPU tensor
+    written into a CUDA row, or ``torch.rand(generator=cuda_generator)`` without ``device=``, crashes on a GPU."""
+    import ast
+
+    makers = {"tensor", "zeros", "ones", "rand", "randn", "randint", "arange", "full", "empty", "as_tensor"}
+    missing = []
+    for code in re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S):
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in makers \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch" \
+                    and not any(k.arg == "device" for k in node.keywords):
+                missing.append(ast.unparse(node))
+    assert not missing, f"tensors made without device= in docs/agents.md: {missing}"

@@ -147,6 +147,13 @@ def test_old_paths_work_with_a_deprecation_warning(old):
         getattr(alias, "no_such_name_here")
 
 
+def test_names_an_old_module_dropped_still_answer():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from leap.search.methods import PERSISTENT_AGENTS
+    assert PERSISTENT_AGENTS == {"swift", "clasp"}  # the agents that declare persistent = True
+
+
 def test_cli_commands_live_in_their_own_modules():
     from leap.cli import COMMANDS, build_parser
 

@@ -7,7 +7,7 @@ plain decoding (``ar``) succeeded for the same question, turn, temperature and r
   (the same for ``ar``) - a ratio of tokens per second, pooled over the category's generations;
   the ``overall`` row pools every category. Wall times are the harness's clock around each whole
   call (search, probes and space building included).
-* **speedup interval** (``speedup_ci_low``/``speedup_ci_high``): a 95% bootstrap interval over
+* **speedup interval** (``speedup_ci_low``/``speedup_ci_high``): a 95% t interval over
   prompts (:mod:`leap.bench.stats`), and the **verdict** it alone decides: faster, slower or within
   noise. Beside it, the **mean of per-prompt ratios** with its own interval (every prompt weighs the
   same; the pooled figure weighs long generations more).
@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from leap.bench.stats import bootstrap_speedup, verdict
+from leap.bench.stats import speedup_interval, verdict
 
 __all__ = ["ReportRow", "summarise", "table1_markdown", "table2_markdown", "to_csv", "plot_speedup",
            "plot_early_speedup", "ABLATIONS"]
@@ -85,7 +85,7 @@ def _row(method: str, category: str, temperature: float, recs: list[dict], plain
         sums[1] += r["wall_time_s"]
         sums[2] += b["new_tokens"]
         sums[3] += b["wall_time_s"]
-    ci = bootstrap_speedup([tuple(v) for v in per_prompt.values() if v[1] > 0 and v[3] > 0 and v[2] > 0])
+    ci = speedup_interval([tuple(v) for v in per_prompt.values() if v[1] > 0 and v[3] > 0 and v[2] > 0])
     return ReportRow(method, category, temperature, len({r["question_id"] for r in recs}), len(recs),
                      sum(r["new_tokens"] for r in recs) / steps if steps else float("nan"), speedup, lossless, failed,
                      ci.pooled_low, ci.pooled_high, ci.mean_ratio, ci.mean_ratio_low, ci.mean_ratio_high,
@@ -138,7 +138,7 @@ def table1_markdown(rows: Sequence[ReportRow], methods: Sequence[str] | None = N
         by = {(r.method, r.category): r for r in sel}
         names = list(dict.fromkeys(r.method for r in sel))
         out.append(f"**T = {t:g}** (cells: M / speedup, pooled tokens/s over plain decoding's, with the "
-                   f"bootstrap verdict: + faster, - slower, ~ within noise, ? too few prompts)\n")
+                   f"t-interval verdict: + faster, - slower, ~ within noise, ? too few prompts)\n")
         out.append("| method | " + " | ".join(cats) + " | overall M | overall speedup [95% CI] "
                    "| mean per-prompt ratio [95% CI] | lossless | failed |")
         out.append("|---|" + "---|" * (len(cats) + 5))

@@ -34,6 +34,10 @@ def run(args: argparse.Namespace) -> int:
         meta = next((r for r in records if r.get("kind") == "meta"), {})
         machine = meta.get("machine", {})
         prov = meta.get("provenance", {})
+        dirty = [c for c in commits if c.endswith("+dirty")]
+        if dirty:  # uncommitted changes: the commit alone does not say what code ran
+            print(f"WARNING: measured with uncommitted changes ({', '.join(dirty)}); no rerun can reproduce these "
+                  "figures exactly - commit, then rerun the benchmark\n")
         print(f"model {meta.get('model', '?')}; {machine.get('device', '?')} {machine.get('dtype', '')}, "
               f"{machine.get('torch_threads', '?')} threads, {machine.get('processor', '')} ({machine.get('platform', '')}); "
               f"commit {', '.join(commits)}; torch {prov.get('torch', '?')}, transformers "

@@ -15,7 +15,8 @@ environment or a benchmark loop):
    appends ``(config, reward)`` to the read-only :class:`~leap.search.history.SearchHistory`, then
    calls ``agent.record(config, reward, history)``, which keeps the base class's convergence
    bookkeeping and then calls the agent's own ``tell`` - so an agent that overrides ``tell`` (with
-   or without ``super()``) still converges.
+   or without ``super()``) still converges. A loop of your own may call ``tell`` directly (Optuna
+   style): :meth:`SearchAgent.converged` catches up on trials ``record`` did not see.
 4. ``agent.converged(history)`` -> stop searching; ``agent.best(history)`` -> the configuration to
    fix for the rest of the prompt, which must be one the history holds, or None (the runner raises a
    :class:`~leap.core.errors.SettingsError` naming the agent otherwise, and falls back to plain
@@ -96,6 +97,7 @@ class SearchAgent:
         self.min_iterations = int(min_iterations)
         self._best_seen: LayerConfig | None | object = object()
         self._unchanged = 0
+        self._seen = 0  # trials of the history the bookkeeping has seen
 
     # ------------------------------------------------------------------ required
     def ask(self, history: SearchHistory) -> LayerConfig | None:
@@ -109,18 +111,28 @@ class SearchAgent:
     # ------------------------------------------------------------------ called by the runner, not overridden
     def record(self, config: LayerConfig | None, reward: float, history: SearchHistory) -> None:
         """What the runner calls after each trial: the convergence bookkeeping, then :meth:`tell`."""
+        self._bookkeep(history)
+        self.tell(config, reward, history)
+
+    def _bookkeep(self, history: SearchHistory) -> None:
+        """Count the trials the best configuration has stayed the best (once per new trial)."""
+        if len(history) <= self._seen:
+            return
+        self._seen = len(history)
         best = history.best()
         key = best[0] if best else None
         if key == self._best_seen:
             self._unchanged += 1
         else:
             self._best_seen, self._unchanged = key, 0
-        self.tell(config, reward, history)
 
     def on_prompt(self, probe: Probe | None) -> None:
         """A new prompt starts; ``probe`` scores configurations on its context (may be None)."""
 
     def converged(self, history: SearchHistory) -> bool:
+        """Whether to stop searching. Works in a loop of your own that calls only ``ask``/``tell``: trials
+        that did not pass through :meth:`record` are counted here."""
+        self._bookkeep(history)
         return len(history) >= self.min_iterations and self._unchanged >= self.patience
 
     def best(self, history: SearchHistory) -> LayerConfig | None:
@@ -166,6 +178,7 @@ search_agents: Registry[type[SearchAgent]] = Registry(
         "leap.search.agents.swift",
         "leap.search.agents.clasp",
         "leap.search.agents.zone_rule",
+        "leap.search.agents.optuna_agent",
     ),
 )
 

@@ -144,9 +144,10 @@ def test_the_harness_clock_includes_search_overhead_and_parts_sum_to_it(tiny_lla
     assert asks >= 1
     assert rec["wall_time_s"] >= asks * SLEEP
     assert rec["search_overhead_s"] >= asks * SLEEP
-    parts = rec["prefill_s"] + rec["decode_s"] + rec["search_overhead_s"] + rec["other_s"]
-    assert parts == pytest.approx(rec["wall_time_s"], rel=1e-9)
+    # other_s is the remainder of the whole-call clock (sum == wall by construction); what can fail is that
+    # the named parts explain the call: an untimed phase would show up as a large remainder
     assert rec["other_s"] >= 0 and rec["decode_s"] > 0
+    assert rec["other_s"] < 0.25 * rec["wall_time_s"], rec
 
 
 def test_meta_record_holds_provenance(tiny_llama, tmp_path):

@@ -57,14 +57,14 @@ def test_tables_and_csv_carry_the_numbers():
     rows = summarise(RECORDS)
     md = table1_markdown(rows)
     assert "**T = 0**" in md and "**T = 1**" in md
-    assert "| leap | 2.31 / 2.22x + | 1.00 / 0.50x ? | 1.68 | 1.24x [0.50, 2.50] | 1.67x [0.50, 2.50] | 2/3 | 1 |" in md
+    assert "| leap | 2.31 / 2.22x ? | 1.00 / 0.50x ? | 1.68 | 1.24x [0.14, 11.24] | 1.67x [0.00, 4.25] | 2/3 | 1 |" in md
     csv_text = to_csv(rows)
     header = csv_text.splitlines()[0].split(",")
     for col in ("method", "category", "temperature", "prompts", "mean_accepted", "speedup", "lossless"):
         assert col in header
     assert "leap,overall,0.0,3,3,1.68,1.2381,2/3,1" in csv_text
     t2 = table2_markdown(rows)
-    assert "| LEAP (`leap`) | 1.68 | 1.24x [0.50, 2.50] | 3.00 | 1.50x |" in t2  # T=1: one prompt, no interval
+    assert "| LEAP (`leap`) | 1.68 | 1.24x [0.14, 11.24] | 3.00 | 1.50x |" in t2  # T=1: one prompt, no interval
     assert "no ablation" in table2_markdown([r for r in rows if r.method == "ar"])
 
 

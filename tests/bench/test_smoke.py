@@ -21,7 +21,8 @@ def test_smoke_tiny_cpu_json_every_path_ok(capsys):
     assert report["verify_curve"]["1"] == 1.0
     L = PRESETS["tiny"]["num_hidden_layers"]
     assert 0 in map(int, report["draft_cost"]) and max(map(int, report["draft_cost"])) == L - 1
-    assert report["peak_memory_gib"] > 0
+    # at least the float32 weights were resident (a peak that misses the model is not a measurement)
+    assert report["peak_memory_gib"] >= report["parameters_b"] * 1e9 * 4 / 2**30
 
 
 def test_a_failing_path_is_reported_not_raised():

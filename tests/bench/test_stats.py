@@ -1,11 +1,14 @@
-"""Bootstrap intervals and verdicts of leap report (leap.bench.stats), against a direct bootstrap."""
+"""Speedup intervals and verdicts of leap report (leap.bench.stats): their coverage is what they claim."""
 
 import random
 
+import numpy as np
 import pytest
 
 from leap.bench.report import summarise
-from leap.bench.stats import bootstrap_speedup, verdict
+from leap.bench.stats import MIN_PROMPTS, speedup_interval, verdict
+
+bootstrap_speedup = speedup_interval
 
 
 def _records(category, per_prompt, method="leap"):
@@ -20,18 +23,15 @@ def _records(category, per_prompt, method="leap"):
     return out
 
 
-def _direct_bootstrap(per_prompt, resamples=20000, seed=1):
-    """The textbook percentile bootstrap of the pooled ratio, written independently with loops."""
+def _percentile_bootstrap(per_prompt, resamples=2000, seed=1):
+    """The textbook percentile bootstrap of the pooled ratio (the method leap used before), with loops."""
     rng = random.Random(seed)
     n = len(per_prompt)
     stats = []
     for _ in range(resamples):
         pick = [per_prompt[rng.randrange(n)] for _ in range(n)]
-        tm = sum(p[0] for p in pick)
-        sm = sum(p[1] for p in pick)
-        tp = sum(p[2] for p in pick)
-        sp = sum(p[3] for p in pick)
-        stats.append((tm / sm) / (tp / sp))
+        stats.append((sum(p[0] for p in pick) / sum(p[1] for p in pick)) / (sum(p[2] for p in pick) /
+                                                                            sum(p[3] for p in pick)))
     stats.sort()
     return stats[int(0.025 * resamples)], stats[int(0.975 * resamples) - 1]
 
@@ -39,12 +39,48 @@ def _direct_bootstrap(per_prompt, resamples=20000, seed=1):
 SYNTHETIC = [(128, 2.0 + 0.3 * i, 128, 3.0 + 0.1 * (i % 4)) for i in range(10)]  # ratios from 1.5 down to 0.7
 
 
-def test_report_interval_matches_a_direct_bootstrap():
+def _population(rng, n, spread):
+    """n prompts: plain seconds uniform in [3, 8], log-normal speedups around 1.5, token counts 64-192."""
+    plain = rng.uniform(3, 8, n)
+    tokens = rng.integers(64, 193, n).astype(float)
+    return list(zip(tokens, plain / (1.5 * np.exp(rng.normal(0, spread, n))), tokens, plain))
+
+
+def _truth(rng, spread):
+    big = np.array(_population(rng, 1_000_000, spread))
+    return (big[:, 0].sum() / big[:, 1].sum()) / (big[:, 2].sum() / big[:, 3].sum())
+
+
+@pytest.mark.parametrize("n, spread", [(MIN_PROMPTS, 0.3), (6, 0.5), (13, 0.1)])
+def test_intervals_cover_the_true_pooled_speedup_95_percent_of_the_time(n, spread):
+    rng = np.random.default_rng(n)
+    truth, runs, hits = _truth(rng, spread), 1500, 0
+    for _ in range(runs):
+        ci = speedup_interval(_population(rng, n, spread))
+        hits += ci.pooled_low <= truth <= ci.pooled_high
+    # 95% claimed; 1500 runs give a standard error of 0.6 points
+    assert 0.925 <= hits / runs <= 0.975, hits / runs
+
+
+def test_the_coverage_test_catches_the_percentile_bootstrap_at_few_prompts():
+    """Negative control: the method leap used before (percentile bootstrap) covers far less than 95% at
+    MIN_PROMPTS prompts (its bounds are nearly the worst and best prompt), so the test above can fail."""
+    rng = np.random.default_rng(7)
+    truth, runs, hits = _truth(rng, 0.3), 300, 0
+    for i in range(runs):
+        low, high = _percentile_bootstrap(_population(rng, MIN_PROMPTS, 0.3), resamples=400, seed=i)
+        hits += low <= truth <= high
+    assert hits / runs < 0.85
+
+
+def test_report_interval_is_the_t_interval_of_the_pooled_speedup():
     row = next(r for r in summarise(_records("mixed", SYNTHETIC)) if r.method == "leap" and r.category == "mixed")
-    low, high = _direct_bootstrap(SYNTHETIC)
-    assert row.speedup_ci_low == pytest.approx(low, abs=0.02)
-    assert row.speedup_ci_high == pytest.approx(high, abs=0.02)
+    ci = speedup_interval(SYNTHETIC)
+    assert (row.speedup_ci_low, row.speedup_ci_high) == pytest.approx((ci.pooled_low, ci.pooled_high))
     assert row.speedup_ci_low < row.speedup < row.speedup_ci_high
+    # on smooth data the delta-method t interval and a percentile bootstrap are close (n = 10)
+    low, high = _percentile_bootstrap(SYNTHETIC)
+    assert abs(row.speedup_ci_low - low) < 0.15 and abs(row.speedup_ci_high - high) < 0.15
 
 
 def test_verdicts_come_from_the_interval():
@@ -58,8 +94,8 @@ def test_verdicts_come_from_the_interval():
     assert got["c"].verdict == "slower" and got["c"].speedup_ci_high < 1
 
 
-def test_one_prompt_has_no_interval_and_no_verdict():
-    interval = bootstrap_speedup([(100, 1.0, 100, 2.0)])
+def test_fewer_than_min_prompts_have_no_interval_and_no_verdict():
+    interval = bootstrap_speedup([(100, 1.0, 100, 2.0)] * (MIN_PROMPTS - 1))
     assert interval.pooled == pytest.approx(2.0) and interval.pooled_low != interval.pooled_low
     assert verdict(interval) == "too few prompts"
 
@@ -91,3 +127,26 @@ def test_compare_alternates_and_times_whole_calls():
     assert len(result.ratios) == 4 and result.low <= result.median <= result.high and result.identical
     different = compare(runner("method", [1, 2, 4]), runner("plain", [1, 2, 3]), repeats=1, warmup=False)
     assert different.identical is False and different.order == ["plain", "method"]
+
+
+def _write_run(folder, commits):
+    import json
+
+    folder.mkdir()
+    lines = [{"kind": "meta", "provenance": {"commit": c}} for c in commits]
+    lines += _records("qa", SYNTHETIC[:4])
+    (folder / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return str(folder)
+
+
+def test_report_refuses_mixed_commits_unless_told_and_flags_dirty_records(tmp_path, capsys):
+    from leap.cli import main
+
+    mixed = _write_run(tmp_path / "mixed", ["aaaaaaa", "bbbbbbb"])
+    assert main(["report", mixed]) == 2
+    assert "2 commits (aaaaaaa, bbbbbbb)" in capsys.readouterr().err
+    assert main(["report", mixed, "--mixed"]) == 0
+    out = capsys.readouterr().out
+    assert "commit aaaaaaa, bbbbbbb" in out and "WARNING" not in out
+    assert main(["report", _write_run(tmp_path / "dirty", ["ccccccc+dirty"])]) == 0
+    assert "WARNING: measured with uncommitted changes (ccccccc+dirty)" in capsys.readouterr().out

@@ -48,12 +48,17 @@ from leap.core.runtime.costs import MAX_K, Calibration
 __all__ = ["Calibration", "calibrate", "calibration_for", "calibration_key", "MAX_K"]
 
 def calibration_key(model: LeapModel) -> dict[str, Any]:
-    """What the costs depend on: the model (name and architecture), device, dtype, threads, torch."""
+    """What the costs depend on: the model (name and architecture), device and the chip it is (CPU model
+    or GPU name, so a shared ``$LEAP_CACHE`` never lends one machine's costs to another), dtype, threads,
+    torch."""
+    from leap.core.runtime.provenance import processor_name
+
     arch = model.config.to_json_string(use_diff=False) if hasattr(model.config, "to_json_string") else ""
     return {
         "model": model.name,
         "architecture": hashlib.sha256(arch.encode()).hexdigest()[:12],
         "device": str(model.device),
+        "processor": processor_name(model.device),
         "dtype": str(model.dtype).replace("torch.", ""),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
@@ -146,11 +151,18 @@ def calibrate(model: LeapModel, *, context: int = 128, repeats: int = 5, max_k: 
     for name in _model_free_drafters() if drafter_names is None else drafter_names:
         try:
             drafter = make_drafter(name)
-        except Exception:  # a registered drafter that needs arguments: not calibrated  # noqa: BLE001
+            if drafter.needs_model:
+                drafter.use_model(model)
+        except Exception:  # a drafter that needs arguments or files (a trained head): not calibrated  # noqa: BLE001
             continue
-        if drafter.needs_model:
-            drafter.use_model(model)
+        if drafter.needs_costs:  # e.g. gated's break-even threshold: the curve measured so far, no overheads
+            drafter.use_costs(Calibration(calibration_key(model), step, curve, layer_cost, head_cost, {}, context,
+                                          dict(zip(counts, ratios))))
         drafter.begin(history[: context // 2])
+        if drafter.needs_features:  # the verifier's features of the context, as a session hands them over
+            with torch.inference_mode():
+                states = model.base(input_ids=torch.tensor([history], device=dev)).last_hidden_state[0]
+            drafter.observe_features(0, states[: len(history) - 1])
 
         def run(d=drafter) -> None:
             d.propose_tree(history, 8)

@@ -30,7 +30,16 @@ from leap.core.verify.sampling import (
 )
 from leap.core.modeling.trace import LayerTrace, trace_from_prefill
 
-__all__ = ["DecodingSession"]
+__all__ = ["DecodingSession", "HOST_READS_PER_STEP", "HOST_READS_PER_LAYER_TOKEN"]
+
+#: Host reads of device tensors (syncs on a GPU) the session itself makes per step, beyond what its drafter,
+#: draft policy and tree rule declare (``host_reads_per_*`` on their base classes): verification reads the
+#: accepted count and the next token once (greedy or sampled, chain or tree); the layer draft reads each
+#: token it drafts, to feed it back and check it for EOS. ``tests/core/runtime/test_host_reads.py``
+#: counts them at run time (:class:`leap.core.runtime.host_reads.HostReads`) for every registered
+#: drafter, policy and rule.
+HOST_READS_PER_STEP = 1
+HOST_READS_PER_LAYER_TOKEN = 1
 
 
 def _describe(drafter: Drafter | None, cfg: LayerConfig | None) -> str | None:
@@ -103,6 +112,8 @@ class DecodingSession:
             else None
         )
         self.cache = self.stack.new_cache(len(prompt_ids) + self.max_new_tokens)
+        # the verifier's top-layer states of the verified positions 0.. (chunks), for needs_features drafters
+        self._hidden: list[torch.Tensor] = []
         self.trace: LayerTrace | None = None
         clock = self.stack.step_clock
         with torch.inference_mode():
@@ -114,6 +125,7 @@ class DecodingSession:
                 )
                 if record is not None:
                     self.trace = trace_from_prefill(model, record, out, self.cache, int(trace_positions))
+                self._hidden.append(out[0])
             t1 = clock.mark()
             clock.settle()
             self.prefill_time_s = clock.seconds(t0, t1)
@@ -142,9 +154,9 @@ class DecodingSession:
         if cfg is not None:
             cfg.check_num_layers(self.stack.num_layers)
         drafter = self.decoder.drafter if drafter is _DEFAULT else drafter
-        if drafter is not None:
-            self.attach(drafter)
-        with torch.inference_mode():
+        with torch.inference_mode():  # attaching included: a drafter may read the verifier's features
+            if drafter is not None:
+                self.attach(drafter)
             record = self._step(cfg, drafter)
         self.steps.append(record)
         self.decode_time_s += record.time_s
@@ -162,6 +174,9 @@ class DecodingSession:
             drafter.use_model(self.decoder.model)
         drafter.use_sampling(self.settings)
         drafter.begin(self.tokens[: self.prompt_len])
+        if drafter.needs_features and self._hidden:
+            self._hidden = [torch.cat(self._hidden)]
+            drafter.observe_features(0, self.decoder.model.norm(self._hidden[0]))
         self._drafters.append(drafter)
 
     def _step(self, cfg: LayerConfig | None, drafter: Drafter | None) -> StepRecord:
@@ -186,7 +201,7 @@ class DecodingSession:
         t_draft = clock.mark()
 
         # 2. Verify: one forward of the full model; 3. Accept
-        logits = self._verify(draft, base)
+        hidden, logits = self._verify(draft, base)
         accepted, next_token = self._accept(draft, logits)
         k = len(draft.tokens)
         pending = self.tokens[base]
@@ -196,7 +211,8 @@ class DecodingSession:
         stack.rollback(self.cache, len(self.tokens) - 1)
 
         # 5. Feed back: drafters that learn from the verifier see the verified-correct positions
-        self._feed_back(drafter, [pending, *draft.tokens[:accepted]], logits[: accepted + 1], k, accepted)
+        self._feed_back(drafter, [pending, *draft.tokens[:accepted]], logits[: accepted + 1], k, accepted,
+                        hidden[0, : accepted + 1], base)
         if layered and k:
             self.policy.feedback(k, accepted)
         t_end = clock.mark()
@@ -269,8 +285,9 @@ class DecodingSession:
                 break
         stack.rollback(self.cache, base, range(draft.prefix, stack.num_layers))
 
-    def _verify(self, draft: _Draft, base: int) -> torch.Tensor:
-        """Step 2: the full model over ``[pending, d_1..d_k]`` in one forward -> ``[k + 1, V]`` logits.
+    def _verify(self, draft: _Draft, base: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Step 2: the full model over ``[pending, d_1..d_k]`` in one forward -> its top-layer states
+        ``[1, k + 1, H]`` and ``[k + 1, V]`` logits.
         With an exact prefix, only the last draft token runs through the prefix layers."""
         stack, clock = self.stack, self.stack.step_clock
         k = len(draft.tokens)
@@ -285,7 +302,7 @@ class DecodingSession:
                                       base)
         logits = stack.logits(hidden)
         draft.spans.append((t0, clock.mark()))
-        return logits
+        return hidden, logits
 
     def _accept(self, draft: _Draft, logits: torch.Tensor) -> tuple[int, int]:
         """Step 3: greedy prefix match, or the speculative sampling rule."""
@@ -313,7 +330,8 @@ class DecodingSession:
         self._commit([*accepted, next_token])
         stack.keep(self.cache, base + 1, [base + r for r in rows])
         stack.rollback(self.cache, len(self.tokens) - 1)
-        self._feed_back(drafter, [pending, *accepted], logits[[0, *rows]], len(tree), len(rows))
+        self._feed_back(drafter, [pending, *accepted], logits[[0, *rows]], len(tree), len(rows), hidden[0, [0, *rows]],
+                        base)
         t_end = clock.mark()
         clock.settle()
         return StepRecord(
@@ -340,9 +358,13 @@ class DecodingSession:
             self.stop_reason = "max_new_tokens"
 
     def _feed_back(self, drafter: Drafter | None, inputs: list[int], logits: torch.Tensor, drafted: int,
-                   accepted: int) -> None:
-        """Step 5: verified-correct inputs and their logits to every attached drafter that learns from
-        them, acceptance to the drafter that drafted, the end of the request to all."""
+                   accepted: int, hidden: torch.Tensor, base: int) -> None:
+        """Step 5: verified-correct inputs, their top-layer states and logits to every attached drafter that
+        learns from them, acceptance to the drafter that drafted, the end of the request to all."""
+        self._hidden.append(hidden)
+        features = self.decoder.model.norm(hidden) if any(d.needs_features for d in self._drafters) else None
+        for d in (d for d in self._drafters if d.needs_features):
+            d.observe_features(base, features)
         for d in self._drafters:
             if d.needs_logits:
                 d.observe(inputs, logits)

@@ -14,7 +14,7 @@ Lifecycle, as :class:`leap.core.decoding.decoder.DecodingSession` drives it:
 3. ``continue_with_layers(n)``: after ``n`` proposed tokens, should the layer-skip draft (the step's
    ``LayerConfig``) continue the chain? False for model-free drafters, True for ``layer-skip``;
    ``hybrid`` says True when its model-free part had no confident candidate;
-4. after verification: ``observe(inputs, logits)`` with the verified inputs that were correct and the
+4. after verification: ``observe_features(start, features)`` (drafters with ``needs_features``), ``observe(inputs, logits)`` with the verified inputs that were correct and the
    target's logits after each (only drafters with ``needs_logits = True``, and every such drafter the
    session has used, so their state stays current whichever drafter drafted), then
    ``feedback(drafted, accepted)``;
@@ -53,6 +53,12 @@ class Drafter:
     #: joins a session or is calibrated; e.g. the low-bit self-draft)
     needs_model = False
     needs_logits = False  # True: observe() receives the verifier's logits after every step
+    #: True: :meth:`observe_features` receives the verifier's top-layer features (final-normed: what its LM
+    #: head reads) at every verified position, the prompt's included (EAGLE heads, :mod:`leap.heads`)
+    needs_features = False
+    #: arguments that make the drafter run on any model with no files of its own (the registry-wide
+    #: contract tests build every registered drafter with them; e.g. an untrained head)
+    example_kwargs: dict[str, Any] = {}
     #: the length of the context match behind the latest proposal (suffix, prompt lookup), or None for
     #: drafters without a match signal; gated and select bucket their statistics by it
     last_match: int | None = None
@@ -60,6 +66,12 @@ class Drafter:
     #: distribution ``q`` the drafter returns with them (used in the speculative sampling rule)
     samples_drafts = False
     tree_nodes = 0  # > 1: propose_tree() may return a branching tree of at most this many nodes
+    #: the most host reads of device tensors (syncs on a GPU) the drafter's own hooks (proposals, observe,
+    #: feedback) make in one decoding step: ``host_reads_per_step + host_reads_per_node * drafted nodes``;
+    #: ``tests/core/runtime/test_host_reads.py`` holds every registered drafter to it. Tensors a drafter
+    #: makes on the host by construction (:func:`leap.core.runtime.host_reads.on_host`) are free.
+    host_reads_per_step = 0
+    host_reads_per_node = 0
 
     def begin(self, prompt: Sequence[int]) -> None:
         """A new request starts with these prompt tokens."""
@@ -101,6 +113,11 @@ class Drafter:
     def observe(self, inputs: Sequence[int], logits: torch.Tensor) -> None:
         """``logits[i]`` is the target's distribution after ``inputs[:i+1]`` (all verified correct)."""
 
+    def observe_features(self, start: int, features: torch.Tensor) -> None:
+        """``features[i]`` (``[m, H]``) is the verifier's final-normed top-layer state at position ``start + i``
+        (every position verified correct); called for drafters with ``needs_features``: once with the whole
+        verified context when the drafter joins a session, then after every verification."""
+
     def feedback(self, drafted: int, accepted: int) -> None:
         """``accepted`` of the ``drafted`` proposed tokens were kept."""
 
@@ -108,7 +125,7 @@ class Drafter:
         """The request ended with ``tokens`` (prompt + output)."""
 
 
-drafters: Registry[type[Drafter]] = Registry("drafter", "leap.drafters", ("leap.core.drafters",))
+drafters: Registry[type[Drafter]] = Registry("drafter", "leap.drafters", ("leap.core.drafters", "leap.heads.drafter"))
 
 
 def make_drafter(drafter: str | Drafter, **kwargs: Any) -> Drafter:

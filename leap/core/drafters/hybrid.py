@@ -57,6 +57,7 @@ class Hybrid(Drafter):
         self.free = make_drafter(free, **free_kwargs)
         self.min_free = int(min_free)
         self.needs_logits = self.free.needs_logits
+        self.host_reads_per_step, self.host_reads_per_node = self.free.host_reads_per_step, self.free.host_reads_per_node
 
     def begin(self, prompt: Sequence[int]) -> None:
         self.free.begin(prompt)
@@ -104,6 +105,8 @@ class Cascade(Drafter):
         self.needs_model = any(d.needs_model for d in self.parts)
         self.samples_drafts = self.then.samples_drafts
         self.tree_nodes = max(d.tree_nodes for d in self.parts)
+        self.host_reads_per_step = sum(d.host_reads_per_step for d in self.parts)
+        self.host_reads_per_node = max(d.host_reads_per_node for d in self.parts)
         self.used: list[int] = [0, 0]  # steps drafted by each part
         self._chosen: Drafter | None = None
 

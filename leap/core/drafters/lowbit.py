@@ -67,6 +67,9 @@ class LowBit(Drafter):
     name = "lowbit"
     needs_model = True
     samples_drafts = True
+    # the runner's logits are host tensors (free); under sampling each drawn token may cross to the
+    # decoder's generator device and back
+    host_reads_per_node = 1
 
     def __init__(self, num_tokens: int = 6, min_confidence: float = 0.0, backend: str = "auto",
                  gguf: str | None = None, threads: int | None = None, n_ctx: int = 4096,

@@ -85,6 +85,8 @@ class Select(Drafter):
         self.candidates = [_candidate(c) for c in specs]
         self.needs_logits = any(c.needs_logits for c in self.candidates)
         self.tree_nodes = max(c.tree_nodes for c in self.candidates)
+        self.host_reads_per_step = sum(c.host_reads_per_step for c in self.candidates)  # every candidate proposes
+        self.host_reads_per_node = sum(c.host_reads_per_node for c in self.candidates)
         self.overhead = None if overhead is None else float(overhead)
         self.per_token = None if per_token is None else float(per_token)
         self.min_gain = float(min_gain)

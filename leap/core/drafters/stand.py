@@ -68,6 +68,10 @@ class Stand(Drafter):
     trees under sampling (see the module docstring)."""
 
     name = "stand"
+    # observe: the verifier's top-k once per step, the overlap of each committed token's stored q (one per
+    # committed token: drafted + 1); sampled trees: one Gumbel draw per expanded node
+    host_reads_per_step = 3
+    host_reads_per_node = 2
     needs_logits = True
     samples_drafts = True
 

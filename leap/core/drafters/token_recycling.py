@@ -44,6 +44,7 @@ class TokenRecycling(Drafter):
     """Token Recycling: follow each token's top-1 successor recycled from earlier verification logits."""
 
     name = "token-recycling"
+    host_reads_per_step = 1  # observe: the verifier's top-k rows, once per step
     needs_logits = True
 
     def __init__(self, top_k: int = 8, num_tokens: int = 6, tree_nodes: int = 0, rank_decay: float = 0.4,

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from leap.core.errors import SettingsError
+from leap.core.runtime.host_reads import on_host
 
 __all__ = ["LowBitRunner", "LlamaCppRunner", "TorchInt8Runner", "make_runner", "gguf_of", "RUNNERS"]
 
@@ -55,7 +56,7 @@ class LowBitRunner:
 
     # ------------------------------------------------------------------ shared
     def feed(self, tokens: Sequence[int]) -> torch.Tensor:
-        logits = self._feed(tokens)
+        logits = on_host(self._feed(tokens))  # runners run on the CPU: reading their logits is no device sync
         self.cached.extend(int(t) for t in tokens)
         return logits
 

@@ -50,6 +50,7 @@ class BanditPolicy(DraftPolicy):
         if any(name == "bandit" for name, _ in specs) or not specs:
             raise SettingsError("bandit: give one or more arms other than bandit itself")
         self.arms = [make_policy(name, max_draft=max_draft, **kw) for name, kw in specs]
+        self.host_reads_per_token = max(a.host_reads_per_token for a in self.arms)
         self.labels = [name + "".join(f" {k}={v}" for k, v in kw.items()) for name, kw in specs]
         self.c = float(c)
         self.draft_cost = None if draft_cost is None else float(draft_cost)

@@ -61,6 +61,9 @@ class DraftPolicy:
     name = "base"
     #: whether the policy reads the machine's costs (:meth:`use_costs`, called before each drafting round)
     needs_costs = False
+    #: the most host reads of device tensors (syncs on a GPU) :meth:`should_stop` makes per draft token;
+    #: ``tests/core/runtime/test_host_reads.py`` holds every registered policy to it
+    host_reads_per_token = 0
 
     def __init__(self, max_draft: int = 8) -> None:
         if int(max_draft) < 1:
@@ -102,6 +105,7 @@ class ConfidenceThreshold(DraftPolicy):
     """Stop after a draft token whose probability is below ``threshold`` (SWIFT: 0.8)."""
 
     name = "confidence"
+    host_reads_per_token = 1  # the draft token's probability
 
     def __init__(self, threshold: float = 0.8, max_draft: int = 8) -> None:
         super().__init__(max_draft)
@@ -145,6 +149,7 @@ class AdaEDL(DraftPolicy):
     """Entropy-based early stop with an adaptive ``lambda`` (AdaEDL)."""
 
     name = "adaedl"
+    host_reads_per_token = 1  # the draft distribution's entropy
 
     def __init__(
         self,
@@ -164,8 +169,7 @@ class AdaEDL(DraftPolicy):
     def should_stop(self, drafted: int, probs: torch.Tensor) -> bool:
         if drafted >= self.max_draft:
             return True
-        p = probs[probs > 0]
-        entropy = float(-(p * p.log()).sum())
+        entropy = torch.special.entr(probs).sum().item()  # entr(0) = 0: no data-dependent mask, one read
         return 1.0 - math.sqrt(self.gamma * entropy) < self.lam
 
     def feedback(self, drafted: int, accepted: int) -> None:

@@ -20,7 +20,7 @@ import torch
 
 from leap.core.errors import LeapError
 
-__all__ = ["provenance", "git_commit", "check_single_commit"]
+__all__ = ["provenance", "git_commit", "check_single_commit", "processor_name"]
 
 
 def git_commit(path: str | Path | None = None) -> str:
@@ -35,6 +35,23 @@ def git_commit(path: str | Path | None = None) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return commit + ("+dirty" if dirty else "")
+
+
+def processor_name(device: Any = None) -> str:
+    """The chip a device is: the GPU's name for CUDA devices, else the CPU model (``/proc/cpuinfo``'s
+    "model name", or :func:`platform.processor`)."""
+    import platform
+
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    if dev.type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_name(dev)
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
 
 
 def provenance(model: Any = None) -> dict[str, Any]:

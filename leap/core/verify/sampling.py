@@ -104,19 +104,25 @@ def speculative_accept(
         ``(accepted, next_token)`` as in :func:`greedy_accept`.
     """
     k = len(draft)
-    if k:
-        idx = torch.arange(k, device=p.device)
-        x = torch.as_tensor(draft, device=p.device)
-        ratio = p[idx, x] / q[idx, x].clamp_min(1e-20)
-        r = torch.rand(k, generator=generator, device=p.device)
-        rejected = (r >= ratio).nonzero()
-        if len(rejected):
-            i = int(rejected[0].item())
-            residual = (p[i] - q[i]).clamp_min(0.0)
-            mass = residual.sum()
-            # mass == 0 only if p_i == q_i, where rejection has probability 0; fall back to p_i.
-            return i, sample(residual / mass if mass > 0 else p[i], generator)
-    return k, sample(p[k], generator)
+    if not k:
+        return 0, sample(p[0], generator)
+    # all on the device, one read at the end (the accepted count and the next token together)
+    idx = torch.arange(k, device=p.device)
+    x = torch.as_tensor(draft, device=p.device)
+    ratio = p[idx, x] / q[idx, x].clamp_min(1e-20)
+    r = torch.rand(k, generator=generator, device=p.device)
+    rejected = r >= ratio
+    # the first rejected position, or k when every draft token is accepted
+    first = torch.where(rejected.any(), rejected.int().argmax(), torch.tensor(k, device=p.device))
+    i = first.clamp(max=k - 1)
+    residual = (p[i] - q[i]).clamp_min(0.0)
+    mass = residual.sum()
+    # mass == 0 only if p_i == q_i, where rejection has probability 0; fall back to p_i.
+    corrected = torch.where(mass > 0, residual / mass.clamp_min(1e-30), p[i])
+    dist = torch.where(first < k, corrected, p[k])
+    token = torch.multinomial(dist, 1, generator=generator)[0]
+    accepted, next_token = torch.stack([first, token]).tolist()
+    return int(accepted), int(next_token)
 
 
 def tree_accept(
@@ -132,12 +138,14 @@ def tree_accept(
     """
     rows: list[int] = []
     row = 0
+    # one read for the whole tree: every row's token (argmax, or an independent draw from its p - only
+    # the rows on the walked path are used, so each committed token is still a draw from p given its prefix)
+    if settings.greedy:
+        tokens = target_logits.argmax(dim=-1).tolist()
+    else:
+        tokens = torch.multinomial(target_probs(target_logits, settings), 1, generator=generator)[:, 0].tolist()
     while True:
-        logits = target_logits[row]
-        if settings.greedy:
-            token = int(logits.argmax().item())
-        else:
-            token = sample(target_probs(logits.unsqueeze(0), settings)[0], generator)
+        token = tokens[row]
         child = tree.children(row).get(token)
         if child is None:
             return rows, token

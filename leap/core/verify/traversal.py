@@ -106,8 +106,12 @@ def traversal_accept(tree, p: torch.Tensor, generator: torch.Generator | None) -
     refresh(0)
     device = generator.device if generator is not None else "cpu"
 
-    def uniform() -> float:  # from the decoder's generator, wherever it lives
-        return torch.rand((), generator=generator, dtype=torch.float64, device=device).item()
+    # every uniform the walk can need (at most two per iteration, one iteration per removed leaf plus the
+    # last), drawn from the decoder's generator wherever it lives, in one read
+    draws_u = iter(torch.rand(2 * rows + 2, generator=generator, dtype=torch.float64, device=device).tolist())
+
+    def uniform() -> float:
+        return next(draws_u)
 
     while True:
         leaf = 0
@@ -131,6 +135,7 @@ class TraversalVerification(TreeRule):
 
     name = "traversal"
     verifies_chains = True
+    host_reads_per_step = 2  # the target rows to the host once, the walk's uniforms once
 
     def accept_sampled(self, tree, p, generator):
         return traversal_accept(tree, p, generator)

@@ -42,6 +42,9 @@ class TreeRule:
     #: True: under sampling the decoder sends model-free *chains* through this rule as well (as one-path
     #: trees) instead of the chain rule; False: chains keep speculative sampling
     verifies_chains = False
+    #: the most host reads of device tensors (syncs on a GPU) one :meth:`accept` makes (greedy exact
+    #: match: one, every row's argmax at once); ``tests/core/runtime/test_host_reads.py`` enforces it
+    host_reads_per_step = 1
 
     def accept(self, tree, logits: torch.Tensor, settings: SamplingSettings,
                generator: torch.Generator | None) -> tuple[list[int], int]:

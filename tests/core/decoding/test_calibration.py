@@ -102,3 +102,24 @@ def test_a_decoding_step_synchronises_once(tiny_llama, monkeypatch):
     for _ in range(3):
         session.step()
     assert len(settles) == 3
+
+
+def test_another_chip_never_reads_this_machines_costs(tiny_llama, tmp_path, monkeypatch):
+    """A shared $LEAP_CACHE: the key names the processor (CPU model or GPU name), so costs measured on one
+    machine are measured again, not reused, on a machine with another chip."""
+    import leap.core.runtime.provenance as provenance
+    from leap.core.decoding.calibrate import calibration_for, calibration_key
+
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    assert calibration_key(tiny_llama)["processor"] == provenance.processor_name("cpu") != ""
+    measured = []
+    import leap.core.decoding.calibrate as calibrate_module
+
+    real = calibrate_module.calibrate
+    monkeypatch.setattr(calibrate_module, "calibrate", lambda model, **kw: measured.append(1) or real(model, **kw))
+    calibration_for(tiny_llama)
+    calibration_for(tiny_llama)
+    assert len(measured) == 1  # cached on this chip
+    monkeypatch.setattr(provenance, "processor_name", lambda device=None: "Another CPU @ 9.9GHz")
+    other = calibration_for(tiny_llama)
+    assert len(measured) == 2 and other.key["processor"] == "Another CPU @ 9.9GHz"

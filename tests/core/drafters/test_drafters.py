@@ -28,7 +28,7 @@ def test_prompt_lookup_takes_the_longest_ngram_and_the_earliest_match():
 MODEL_FREE = {"prompt-lookup", "token-recycling", "suffix", "stand"}
 # every registered drafter with its defaults, plus the model-free ones drafting trees, and the tree shapes
 # by expected acceptance (OPT-Tree, under the calibrated costs) and delayed expansion
-DRAFTER_CASES = [(name, {}) for name in drafters.names()] + [
+DRAFTER_CASES = [(name, dict(drafters.get(name).example_kwargs)) for name in drafters.names()] + [
     (name, {"tree_nodes": 6}) for name in sorted(MODEL_FREE - {"stand"})] + [
     ("stand", {"shape": "best-first", "tree_nodes": 6}), ("stand", {"shape": "opt"}), ("stand", {"shape": "delayed"}),
     ("suffix", {"shape": "opt"}), ("token-recycling", {"shape": "opt"})]
@@ -205,3 +205,24 @@ def test_select_scores_every_candidate_counterfactually_and_drafts_with_the_best
     assert only_bad.propose(history, 4) == [] and only_bad.withheld >= 1  # drafting does not pay: plain step
     with pytest.raises(SettingsError, match="model-free"):
         Select("suffix;hybrid")
+
+
+def test_gated_threshold_is_the_calibrated_break_even_of_the_proposal():
+    """Without min_accept, a draft of k tokens must be expected to keep c(k + 1) - 1 + overhead tokens: a
+    machine where verification is dearer withholds drafts that a cheap-verification machine makes."""
+    from leap.core.drafters import Gated
+    from leap.core.runtime.costs import Calibration
+
+    def costs(slope):
+        curve = {str(k): 1.0 + slope * (k - 1) for k in range(1, 17)}
+        return Calibration({"m": 1}, 0.01, curve, 0.03, 0.1, {"prompt-lookup": 0.02}, 64, {})
+
+    tokens = [1, 2, 3, 1, 2]
+    cheap, dear = (Gated("prompt-lookup", prior=0.5, num_tokens=2) for _ in range(2))
+    with pytest.raises(RuntimeError, match="use_costs"):
+        cheap.propose(tokens, 5)
+    cheap.use_costs(costs(0.05))  # 2 tokens: c(3) - 1 + 0.02 = 0.12 < prior 0.5: drafts
+    dear.use_costs(costs(0.3))  # c(3) - 1 + 0.02 = 0.62 > 0.5: withheld
+    assert cheap.threshold(2) == pytest.approx(0.12) and dear.threshold(2) == pytest.approx(0.62)
+    assert cheap.propose(tokens, 5) == [3, 1] and dear.propose(tokens, 5) == []
+    assert Gated("prompt-lookup", min_accept=0.3).threshold(9) == 0.3 and not Gated(min_accept=0.3).needs_costs

@@ -1,0 +1,66 @@
+"""``leap train-head``: train an EAGLE draft head for a model by self-distillation (:mod:`leap.heads.train`).
+
+The model answers leap's own seed prompts (:mod:`leap.heads.prompts`; never evaluation prompts), its
+features are recorded (:mod:`leap.heads.data`), a head is trained on them and written to
+``$LEAP_CACHE/heads/<model>/head.safetensors`` (or ``--out``), where ``--drafter eagle`` finds it. Data and
+training resume after an interruption; ``--seed`` fixes both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_parser(sub) -> None:
+    from leap.cli.common import add_model_args
+
+    th = sub.add_parser("train-head", help="train an EAGLE draft head on the model's own answers")
+    add_model_args(th)
+    th.add_argument("--prompts", type=int, default=800, help="seed prompts the model answers (the data)")
+    th.add_argument("--max-answer-tokens", type=int, default=192, help="longest answer per prompt")
+    th.add_argument("--batch-size", type=int, default=16, help="prompts answered at once")
+    th.add_argument("--epochs", type=int, default=3)
+    th.add_argument("--lr", type=float, default=5e-4)
+    th.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per training batch")
+    th.add_argument("--vocab", type=int, default=8192, help="draft vocabulary: the N most frequent tokens")
+    th.add_argument("--feature-weight", type=float, default=0.2, help="weight of the feature loss")
+    th.add_argument("--noise", type=float, default=0.1, help="EAGLE's input-feature noise (x each dimension's std)")
+    th.add_argument("--seed", type=int, default=0)
+    th.add_argument("--out", default=None, help="where to write the head (default: $LEAP_CACHE/heads/<model>/)")
+    th.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    from leap.cli.common import load_for
+    from leap.core.runtime.provenance import provenance
+    from leap.heads.data import build_data
+    from leap.heads.head import save_head
+    from leap.heads.store import cache_dir, file_sha256
+    from leap.heads.train import train_head
+
+    model = load_for(args)
+    folder = cache_dir(model)
+    out = Path(args.out) if args.out else folder / "head.safetensors"
+    t0 = time.perf_counter()
+    data = build_data(model, folder / f"data-{args.prompts}-{args.max_answer_tokens}-{args.seed}.pt",
+                      prompts=args.prompts, max_new_tokens=args.max_answer_tokens, batch_size=args.batch_size,
+                      seed=args.seed, progress=not args.quiet)
+    t_data = time.perf_counter() - t0
+    print(f"[train-head] data: {len(data.tokens)} answers, {data.answer_tokens} answer tokens ({t_data:.0f} s)")
+    head, record = train_head(model, data, epochs=args.epochs, lr=args.lr, batch_tokens=args.batch_tokens,
+                              vocab_size=args.vocab, feature_weight=args.feature_weight, noise=args.noise,
+                              seed=args.seed, checkpoint=out.with_suffix(".ckpt"), progress=not args.quiet)
+    t_all = time.perf_counter() - t0
+    prov = provenance()
+    record.update(model=model.name, data=data.record, answer_tokens=data.answer_tokens, data_seconds=round(t_data),
+                  total_seconds=round(t_all), commit=prov.get("commit"),
+                  command="leap train-head " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(vars(args).items())
+                                                         if k not in ("command", "quiet") and v not in (None, False)))
+    save_head(head, out, record)
+    print(f"[train-head] wrote {out} (sha256 {file_sha256(out)[:16]}), {t_all / 60:.1f} min in all")
+    print(json.dumps({k: record[k] for k in ("heldout_top1_untrained", "history")}))
+    return 0

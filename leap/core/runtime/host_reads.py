@@ -1,0 +1,123 @@
+"""Counting, at run time, every way a tensor's value reaches Python (a host read).
+
+On a GPU each such read is a synchronisation: the host waits for the device's queue to drain. The
+static check (:mod:`leap.core.runtime.host_transfers`) finds some patterns in the source; this module
+counts what actually happens while code runs, on any device, the CPU included (a CPU tensor's read
+costs nothing there, but the same line is a sync on a GPU, so the count is the device's count).
+
+:class:`HostReads` is a :class:`torch.overrides.TorchFunctionMode`: while it is active every tensor
+method call passes through it, and these are counted as reads, by kind:
+
+* ``item``, ``tolist``, ``numpy``, ``__array__`` (``np.asarray(t)``), ``__float__``, ``__int__``,
+  ``__bool__`` (``if t:``, ``bool(t)``), ``__index__`` (``xs[t]``, ``range(t)``), ``nonzero`` (an output
+  shape that depends on the values);
+* ``cpu`` and ``to("cpu")`` (an explicit copy to the host; :func:`~leap.core.runtime.device.to_host`).
+
+A read of a tensor that an explicit ``.cpu()``/``.to("cpu")``/:func:`~leap.core.runtime.device.to_host`
+produced *inside the counted region*, or computed from one, is not counted again (the copy already was),
+so ``x.cpu().tolist()`` is one read; so are tensors declared host-resident with :func:`on_host` (the
+low-bit runners' logits, made on the CPU whatever the target's device). Tensors made on the host on purpose (``torch.tensor(list_of_ints)``) and read back are
+counted like any other: keep such round trips out of per-step paths.
+
+Who calls what: tests declare per-path budgets (``tests/core/runtime/test_host_reads.py``: greedy
+chains, trees, sampling, Traversal Verification, every registered drafter and redundancy metric) and
+run the paths under :class:`HostReads`; anyone can do the same for a path of their own::
+
+    with HostReads() as reads:
+        session.step()
+    print(reads.total, reads.by_kind)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+__all__ = ["HostReads", "READ_KINDS", "on_host"]
+
+READ_KINDS = frozenset({"item", "tolist", "numpy", "__array__", "__float__", "__int__", "__bool__", "__index__",
+                        "nonzero"})  # nonzero: its output's shape depends on the values (a sync on CUDA)
+_COPIES = frozenset({"cpu", "to"})
+
+
+def _to_host(name: str, args, kwargs) -> bool:
+    """Whether a ``cpu``/``to`` call is an explicit copy to the host: ``.cpu()``, or ``.to("cpu")`` with the
+    target spelled as a string (``.to(model.device)`` is a placement, not a read, even when that device is
+    the CPU of the machine running the count)."""
+    if name == "cpu":
+        return True
+    target = kwargs.get("device") if kwargs else None
+    for a in args[1:]:
+        if isinstance(a, str):
+            target = a
+    return isinstance(target, str) and torch.device(target).type == "cpu"
+
+
+_ACTIVE: list["HostReads"] = []
+
+
+def on_host(tensor: torch.Tensor) -> torch.Tensor:
+    """Declare ``tensor`` a host tensor by construction (e.g. logits a CPU-side draft runner made from a
+    NumPy buffer): reading it is not a device synchronisation, so active counters do not count it."""
+    for counter in _ACTIVE:
+        counter._host[id(tensor)] = tensor
+    return tensor
+
+
+class HostReads(TorchFunctionMode):
+    """A context manager counting host reads of tensor values (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_kind: Counter[str] = Counter()
+        self.where: Counter[str] = Counter()  # "file:line" of the leap frame that read, for reports
+        self._host: dict[int, torch.Tensor] = {}  # id -> the host copies made in the region (kept alive)
+
+    def __enter__(self):
+        _ACTIVE.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _ACTIVE.remove(self)
+        return super().__exit__(*exc)
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_kind.values())
+
+    def _count(self, kind: str) -> None:
+        self.by_kind[kind] += 1
+        import sys
+
+        frame = sys._getframe(2)
+        while frame is not None and "/leap/" not in frame.f_code.co_filename.replace("\\", "/"):
+            frame = frame.f_back
+        if frame is not None:
+            path = frame.f_code.co_filename.replace("\\", "/")
+            self.where[f"{path[path.rfind('/leap/') + 1:]}:{frame.f_lineno}"] += 1
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        result = func(*args, **kwargs)
+        host_input = any(isinstance(a, torch.Tensor) and id(a) in self._host for a in args)
+        if name in READ_KINDS:
+            if not host_input:
+                self._count(name)
+        elif name in _COPIES and args and isinstance(args[0], torch.Tensor) and _to_host(name, args, kwargs):
+            if not host_input:
+                self._count(name)
+            host_input = True
+        if host_input:  # what a host tensor computes stays on the host
+            for out in (result if isinstance(result, (tuple, list)) else (result,)):
+                if isinstance(out, torch.Tensor):
+                    self._host[id(out)] = out
+        return result
+
+    def report(self) -> str:
+        """The reads by kind and by source line, most frequent first."""
+        kinds = ", ".join(f"{k} {n}" for k, n in self.by_kind.most_common())
+        lines = "; ".join(f"{w} x{n}" for w, n in self.where.most_common(8))
+        return f"{self.total} host reads ({kinds}) at {lines}"

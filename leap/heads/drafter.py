@@ -1,0 +1,193 @@
+"""``eagle``: a trained feature head drafts from the verifier's own top-layer features.
+
+EAGLE (Li et al., 2024): the head (:class:`~leap.heads.head.FeatureHead`) keeps a one-layer KV cache over
+the committed context, each position fed with the verifier's feature there and the embedding of the
+token after it. Every verification hands the drafter the features of the positions it verified correct
+(:meth:`~leap.core.drafters.base.Drafter.observe_features`); a proposal first feeds the positions not yet
+in its cache (one pass), then drafts token by token from predicted features, and finally crops its cache
+back to the verified context, so no draft feature outlives its step.
+
+Greedy: the argmax chain over the draft vocabulary, stopped early when the draft's top probability
+falls below ``min_confidence``. Sampling: each token drawn from ``q`` = the draft distribution after the
+request's temperature and top-p, cut to its ``top_k`` most likely tokens and renormalised (the exact
+distribution it was drawn from), so speculative sampling and Traversal Verification keep the target
+distribution. Lossless either way: the full model verifies every token.
+
+Which head: ``head=PATH`` (a safetensors file from ``leap train-head``), ``head=untrained`` (the head as
+initialised: an ablation baseline, and what the registry-wide tests run); by default the head trained for
+the loaded model under ``$LEAP_CACHE/heads/``, then the one shipped in ``leap/data/heads/`` when it
+was made for this model (:func:`leap.heads.store.default_head_path`).
+
+Who calls what: the decoding session calls :meth:`use_model` when the drafter joins it, hands it the
+prompt's and every verification's features (``needs_features``), and calls ``propose`` /
+``propose_sampled`` every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from leap.core.drafters.base import Drafter, drafters
+from leap.core.errors import SettingsError
+from leap.core.modeling.draft_head import DraftHead
+from leap.core.modeling.kv_cache import LeapKVCache
+from leap.core.verify.sampling import SamplingSettings, target_probs
+from leap.heads.head import FeatureHead, causal_mask, load_head
+
+__all__ = ["Eagle"]
+
+
+@drafters.register("eagle")
+class Eagle(Drafter):
+    """A trained EAGLE feature head drafts the chain (module docstring)."""
+
+    name = "eagle"
+    needs_model = True
+    needs_features = True
+    samples_drafts = True
+    host_reads_per_node = 1  # each drafted token is read to feed the next draft step
+    example_kwargs = {"head": "untrained"}  # runs on any model with no trained file
+
+    def __init__(self, num_tokens: int = 6, head: str | FeatureHead | None = None, min_confidence: float = 0.0,
+                 top_k: int = 64) -> None:
+        if num_tokens < 1:
+            raise SettingsError(f"eagle: num_tokens must be >= 1, got {num_tokens}")
+        if not 0.0 <= min_confidence < 1.0:
+            raise SettingsError(f"eagle: min_confidence must be in [0, 1), got {min_confidence}")
+        self.num_tokens = int(num_tokens)
+        self.min_confidence = float(min_confidence)
+        self.top_k = max(int(top_k), 1)
+        self.head_source = head
+        self.head: FeatureHead | None = head if isinstance(head, FeatureHead) else None
+        self.settings = SamplingSettings(0.0, 1.0)
+        self._model: Any = None
+        self._eos: frozenset[int] = frozenset()
+        self._lm: DraftHead | None = None
+        self._features: list[torch.Tensor] = []  # verified features, positions 0.. in order
+        self._known = 0  # positions with a verified feature
+        self._cache = LeapKVCache(1)
+        self._fed = 0  # head cache entries (verified positions fed with the token after them)
+
+    # ------------------------------------------------------------------ hooks
+    def use_model(self, model: Any) -> None:
+        if self._model is model:
+            return
+        if isinstance(self.head_source, FeatureHead):
+            self.head = self.head_source
+        elif self.head_source == "untrained":  # an ablation baseline: the head as initialised, no training
+            self.head = FeatureHead.from_model(model)
+        else:
+            from leap.heads.store import default_head_path
+
+            path = self.head_source if isinstance(self.head_source, str) else default_head_path(model)
+            self.head = load_head(model, path)
+        self._model, self._eos = model, model.eos_token_ids
+        self._lm = DraftHead(model.lm_head, self.head.vocab_list)
+
+    def use_sampling(self, settings: SamplingSettings) -> None:
+        self.settings = settings
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        self._features, self._known, self._fed = [], 0, 0
+        self._cache = LeapKVCache(1)
+
+    def observe_features(self, start: int, features: torch.Tensor) -> None:
+        if start != self._known:  # not contiguous with what it holds: keep what still lines up
+            self._restart(min(start, self._known))
+            if start != self._known:
+                return
+        self._features.append(features.detach())
+        self._known += features.shape[0]
+
+    def _restart(self, known: int) -> None:
+        whole = torch.cat(self._features)[:known] if self._features else None
+        self._features = [whole] if whole is not None and known else []
+        self._known = known if self._features else 0
+        self._fed = min(self._fed, max(self._known - 1, 0))
+        extra = self._cache.layers[0].length - self._fed
+        if extra > 0:
+            self._cache.layers[0].crop(-extra)
+
+    # ------------------------------------------------------------------ drafting
+    def _step(self, feats: torch.Tensor, tokens: Sequence[int], start: int) -> torch.Tensor:
+        """Feed ``feats`` ([q, H]) with the embeddings of ``tokens`` at positions ``start..``; -> last f_hat."""
+        model, head = self._model, self.head
+        ids = torch.as_tensor(list(tokens), dtype=torch.long, device=feats.device).view(1, -1)
+        embeds = model.embed_tokens(ids)
+        q = ids.shape[1]
+        position_ids = torch.arange(start, start + q, device=feats.device).view(1, -1)
+        pos = model.rotary_emb(embeds, position_ids=position_ids)
+        out = head(feats.view(1, q, -1).to(embeds.dtype), embeds, pos, position_ids=position_ids, cache=self._cache,
+                   attention_mask=causal_mask(start, q, embeds.dtype, feats.device))
+        return out[0, -1]
+
+    def _first(self, tokens: Sequence[int]) -> torch.Tensor | None:
+        """Feed the verified positions not yet in the cache; the predicted feature after ``tokens``."""
+        if self._model is None:
+            raise SettingsError("eagle: no model bound; the decoding session calls use_model(model) first")
+        n = len(tokens)
+        if self._known < n - 1 or n < 2:
+            return None  # features missing (a drafter used outside a session): no draft
+        if len(self._features) > 1:
+            self._features = [torch.cat(self._features)]
+        feats = self._features[0]
+        self._restart_cache(n - 2)
+        return self._step(feats[self._fed:n - 1], tokens[self._fed + 1:n], self._fed)
+
+    def _restart_cache(self, upto: int) -> None:
+        """Crop the head cache to at most ``upto`` verified entries (draft entries never outlive a step)."""
+        self._fed = min(self._fed, upto)
+        extra = self._cache.layers[0].length - self._fed
+        if extra > 0:
+            self._cache.layers[0].crop(-extra)
+
+    def _draft(self, tokens: Sequence[int], max_tokens: int, pick) -> list:
+        with torch.inference_mode():
+            feature = self._first(tokens)
+            if feature is None:
+                return []
+            n = len(tokens)
+            self._fed = n - 1  # every verified position is in the cache now
+            out: list = []
+            limit = min(max_tokens, self.num_tokens)
+            while len(out) < limit:
+                logits = self._lm(feature.view(1, 1, -1))[0, 0].float()
+                chosen = pick(logits, out)
+                if chosen is None:
+                    break
+                out.append(chosen)
+                token = chosen[0] if isinstance(chosen, tuple) else chosen
+                if token in self._eos:  # nothing follows an end of sequence
+                    break
+                if len(out) < limit:
+                    feature = self._step(feature.view(1, -1), [token], n - 1 + len(out) - 1)
+            self._restart_cache(n - 1)
+            return out
+
+    def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
+        def greedy(logits, out):
+            if not self.min_confidence:
+                return int(torch.argmax(logits).item())
+            top, token = torch.softmax(logits, -1).max(dim=-1)
+            p, token = torch.stack([top.double(), token.double()]).tolist()  # one read for both
+            return None if out and p < self.min_confidence else int(token)
+
+        return self._draft(tokens, max_tokens, greedy)
+
+    def propose_sampled(self, tokens: Sequence[int], max_tokens: int,
+                        generator: torch.Generator | None) -> list[tuple[int, dict[int, float]]]:
+        def sampled(logits, out):
+            probs = target_probs(logits.unsqueeze(0), self.settings)[0]
+            top = torch.topk(probs, min(self.top_k, probs.numel()))
+            q = top.values / top.values.sum()  # the exact distribution of the draw
+            index = torch.multinomial(q.to(generator.device) if generator is not None else q, 1,
+                                      generator=generator)
+            packed = torch.cat([index.to(q.device).double(), top.indices.double(), q.double()]).tolist()  # one read
+            k = len(q)
+            ids, values = [int(t) for t in packed[1:k + 1]], packed[k + 1:]
+            return ids[int(packed[0])], {t: v for t, v in zip(ids, values) if v > 0.0}
+
+        return self._draft(tokens, max_tokens, sampled)

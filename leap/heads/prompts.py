@@ -1,0 +1,78 @@
+"""Seed prompts for self-distillation: topics x task templates written for leap (Apache-2.0, this repository).
+
+Never Spec-Bench or any evaluation prompt: these are leap's own short instructions, spread over the kinds of
+request Spec-Bench measures (writing, roleplay, reasoning, math, coding, extraction, STEM, humanities,
+translation, summarisation, QA, retrieval-style questions) so the model's own answers to them cover the
+same registers. :func:`seed_prompts` draws ``n`` of them in a seed-fixed order; the model answers them
+(:mod:`leap.heads.data`), as EAGLE-2/3 and HASS train on the target's own answers.
+"""
+
+from __future__ import annotations
+
+import random
+
+__all__ = ["TOPICS", "TEMPLATES", "seed_prompts"]
+
+TOPICS = [
+    "the water cycle", "photosynthesis", "black holes", "the French Revolution", "the Roman Empire",
+    "machine learning", "climate change", "volcanoes", "the human heart", "vaccines", "electric cars",
+    "the stock market", "inflation", "renewable energy", "the internet", "honeybees", "coral reefs",
+    "the printing press", "chess", "jazz music", "the Olympic Games", "coffee", "sleep", "meditation",
+    "time management", "public speaking", "a job interview", "learning a new language", "gardening",
+    "baking bread", "a city park", "a rainy day", "a lost dog", "a lighthouse keeper", "a space station",
+    "a small bakery", "a robot that learns to paint", "a detective in Paris", "a mountain village",
+    "friendship", "kindness", "curiosity", "failure", "the moon landing", "the Great Wall of China",
+    "ancient Egypt", "the Renaissance", "democracy", "human rights", "the immune system", "DNA",
+    "plate tectonics", "earthquakes", "the solar system", "gravity", "electricity", "magnets",
+    "prime numbers", "fractions", "probability", "percentages", "geometry", "algebra", "statistics",
+    "sorting algorithms", "recursion", "databases", "web browsers", "passwords", "encryption",
+    "open source software", "smartphones", "social media", "online shopping", "remote work",
+    "healthy eating", "running a marathon", "recycling", "plastic pollution", "rainforests", "deserts",
+    "the ocean", "penguins", "elephants", "dinosaurs", "evolution", "antibiotics", "the brain",
+    "memory", "habits", "budgeting", "saving money", "starting a business", "teamwork", "leadership",
+    "a school trip", "a birthday party", "a train journey", "winter holidays", "a museum visit",
+]
+
+TEMPLATES = [
+    "Explain {t} to a high school student.",
+    "Write a short story about {t}.",
+    "Write a short poem about {t}.",
+    "Give me five tips about {t}.",
+    "What are the pros and cons of {t}?",
+    "Summarize the most important facts about {t} in a paragraph.",
+    "Write a persuasive paragraph about why people should care about {t}.",
+    "Pretend you are a tour guide and describe {t} to visitors.",
+    "Write a dialogue between a teacher and a student about {t}.",
+    "List three common misconceptions about {t} and correct them.",
+    "Write an email to a friend telling them about {t}.",
+    "Answer briefly: why is {t} important?",
+    "Translate into French and explain your choices: 'I am learning about {t}.'",
+    "Write a step-by-step plan for a beginner interested in {t}.",
+    "Compare {t} with something similar and explain the differences.",
+    "Write a Python function related to {t}, with a short explanation.",
+]
+
+MATH = [
+    "A shop sells pens at {a} dollars each. How much do {b} pens cost? Explain step by step.",
+    "What is {a} times {b}, plus {c}? Show your work.",
+    "A train travels {a} kilometres in {b} hours. What is its average speed?",
+    "If a rectangle is {a} cm long and {b} cm wide, what are its area and perimeter?",
+    "Tom has {a} apples and gives {c} to each of his {b} friends. How many are left, if any?",
+    "Solve for x: {a}x + {c} = {b}.",
+    "Write a Python function that returns the sum of the first {a} prime numbers.",
+    "What is {c} percent of {a}{b}? Explain.",
+]
+
+
+def seed_prompts(n: int, seed: int = 0) -> list[str]:
+    """``n`` distinct prompts (templates x topics, plus numbered math and code tasks), in a seed-fixed order."""
+    rng = random.Random(seed)
+    pool = [tpl.format(t=topic) for tpl in TEMPLATES for topic in TOPICS]
+    for i, tpl in enumerate(MATH):
+        for j in range(60):
+            pool.append(tpl.format(a=3 + (7 * j + i) % 47, b=2 + (5 * j + 3 * i) % 19, c=1 + (3 * j + i) % 11))
+    pool = sorted(set(pool))
+    rng.shuffle(pool)
+    if n > len(pool):
+        raise ValueError(f"at most {len(pool)} seed prompts, asked for {n}")
+    return pool[:n]
