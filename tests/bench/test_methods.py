@@ -20,7 +20,10 @@ KWARGS = {"layer-skip": {"config": "skip=2"}, "hybrid": {"config": "skip=2-3", "
 
 @pytest.mark.parametrize("name", method_names())
 def test_every_method_matches_plain_decoding(name, tiny_llama, plain_ids):
-    res = make_method(name, tiny_llama, **KWARGS.get(name, {})).run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0)
+    from leap.core.drafters import drafters
+
+    example = dict(drafters.get(name).example_kwargs) if name in drafters else {}
+    res = make_method(name, tiny_llama, **{**example, **KWARGS.get(name, {})}).run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0)
     assert isinstance(res, MethodResult)
     assert res.token_ids == plain_ids
     assert 1 <= res.steps <= len(res.token_ids)
