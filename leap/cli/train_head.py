@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     folder = cache_dir(model)
     out = Path(args.out) if args.out else folder / "head.safetensors"
     t0 = time.perf_counter()
-    data = build_data(model, folder / f"data-{args.prompts}-{args.max_answer_tokens}-{args.seed}.pt",
+    data = build_data(model, folder / f"data-{args.max_answer_tokens}-{args.seed}.pt",
                       prompts=args.prompts, max_new_tokens=args.max_answer_tokens, batch_size=args.batch_size,
                       seed=args.seed, progress=not args.quiet)
     t_data = time.perf_counter() - t0

@@ -89,16 +89,20 @@ def build_data(model: Any, path: Path, *, prompts: int = 800, max_new_tokens: in
                seed: int = 0, progress: bool = True) -> DistillData:
     """The model's answers to ``prompts`` seed prompts with their features, saved to ``path`` batch by batch
     and resumed from it (module docstring)."""
-    texts = seed_prompts(prompts, seed)
-    record = {"model": model.name, "prompts": prompts, "seed": seed, "max_new_tokens": max_new_tokens,
-              "prompts_sha256": hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:16],
+    texts = seed_prompts(prompts, seed)  # a prefix of the same seed's longer lists: data grows by resuming
+    pool = hashlib.sha256(json.dumps(seed_prompts(None, seed)).encode()).hexdigest()[:16]  # the whole order
+    record = {"model": model.name, "seed": seed, "max_new_tokens": max_new_tokens, "pool_sha256": pool,
               "text": "leap.heads.prompts seed prompts (Apache-2.0, leap) answered greedily by the model"}
     data = DistillData(record=record)
     path = Path(path)
     if path.is_file():
         old = DistillData.load(path)
-        if old.record == record:
-            data = old
+        if {k: v for k, v in old.record.items() if k not in ("prompts", "prompts_sha256")} == record:
+            data = old  # the same model, seed and settings: its first answers are these prompts' answers
+    if len(data.tokens) > prompts:
+        data = DistillData(data.tokens[:prompts], data.prompt_lens[:prompts], data.features[:prompts], record)
+    data.record = {**record, "prompts": prompts,
+                   "prompts_sha256": hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:16]}
     path.parent.mkdir(parents=True, exist_ok=True)
     todo = range(len(data.tokens), len(texts), batch_size)
     bar = _bar(len(texts), len(data.tokens), "answering", progress)
@@ -126,10 +130,10 @@ class _NoBar:
         pass
 
 
-def _bar(total: int, done: int, what: str, on: bool):
+def _bar(total: int, done: int, what: str, on: bool, unit: str = "seq"):
     """A tqdm progress bar (tqdm comes with transformers), or nothing."""
     if not on:
         return _NoBar()
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=done, desc=what, unit="seq")
+    return tqdm(total=total, initial=done, desc=what, unit=unit)

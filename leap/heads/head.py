@@ -9,7 +9,10 @@ further feeds the predicted feature back in with the drafted token's embedding. 
     f_hat_{t+1} = norm(layer(fc([f_t ; enorm(e(x_{t+1}))])))
 
 ``fc`` maps ``2H -> H``; ``layer`` is one decoder layer of the target's own architecture, initialised
-from a copy of one of its layers (the last by default) and cached like any decoder layer; ``norm`` is a
+from a copy of one of its layers (the last by default) with its residual branches' output projections
+(``o_proj``, ``down_proj``) zeroed - so the untrained head is ``norm(fc(...))`` and the copied layer's
+large top-layer outputs (norms ~800 on SmolLM2) do not drown what ``fc`` passes on - and cached like any
+decoder layer; ``norm`` is a
 copy of the target's final norm; ``enorm`` (EAGLE-3's input norm on the embedding, another copy of the
 final norm) brings the embedding to the feature's scale - token embeddings are far smaller than
 normed features (on SmolLM2 and in the toy tests), and without it the head learns to read the token
@@ -50,6 +53,25 @@ def causal_mask(past: int, length: int, dtype: torch.dtype, device) -> torch.Ten
     return mask.masked_fill_(k > q, torch.finfo(dtype).min).view(1, 1, length, past + length)
 
 
+def _trainable(module: nn.Module) -> nn.Module:
+    """``module`` with leap's packed oneDNN linears (:mod:`leap.core.modeling.fast_linear`, inference only:
+    no gradient reaches a packed weight) replaced by plain ``nn.Linear`` copies of their weights."""
+    from leap.core.modeling.fast_linear import OneDNNLinear
+
+    for name, child in list(module.named_children()):
+        if isinstance(child, OneDNNLinear):
+            plain = nn.Linear(child.in_features, child.out_features, bias=child.bias is not None,
+                              device=child.weight.device, dtype=child.weight.dtype)
+            with torch.no_grad():
+                plain.weight.copy_(child.weight)
+                if child.bias is not None:
+                    plain.bias.copy_(child.bias)
+            setattr(module, name, plain)
+        else:
+            _trainable(child)
+    return module
+
+
 class FeatureHead(nn.Module):
     """``(f_t, e(x_{t+1})) -> f_hat_{t+1}`` (module docstring). Build with :meth:`from_model`."""
 
@@ -76,8 +98,12 @@ class FeatureHead(nn.Module):
             eye = torch.eye(hidden, device=model.device, dtype=model.dtype)
             fc.weight.copy_(torch.cat([eye, eye], dim=1))
             fc.bias.zero_()
-        layer = copy.deepcopy(layers[index])
+        layer = _trainable(copy.deepcopy(layers[index]))
         layer.self_attn.layer_idx = 0  # its cache is the head's own one-layer cache
+        with torch.no_grad():  # residual branches start at zero: the head starts as norm(fc(...)), and the
+            for out in (getattr(layer.self_attn, "o_proj", None), getattr(getattr(layer, "mlp", None), "down_proj", None)):
+                if isinstance(out, nn.Linear):  # copied layer's large top-layer outputs do not drown fc's
+                    out.weight.zero_()
         ids = torch.arange(model.vocab_size) if vocab_ids is None else torch.as_tensor(vocab_ids).cpu()
         head = cls(fc, layer, copy.deepcopy(model.norm), ids.to(model.device), index)
         head.vocab_size = model.vocab_size

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["TOPICS", "TEMPLATES", "seed_prompts"]
+__all__ = ["TOPICS", "TEMPLATES", "MATH", "seed_prompts"]
 
 TOPICS = [
     "the water cycle", "photosynthesis", "black holes", "the French Revolution", "the Roman Empire",
@@ -64,8 +64,9 @@ MATH = [
 ]
 
 
-def seed_prompts(n: int, seed: int = 0) -> list[str]:
-    """``n`` distinct prompts (templates x topics, plus numbered math and code tasks), in a seed-fixed order."""
+def seed_prompts(n: int | None = None, seed: int = 0) -> list[str]:
+    """``n`` distinct prompts (templates x topics, plus numbered math and code tasks), in a seed-fixed order:
+    the first ``n`` of the whole shuffled pool (``n=None``: all of it), so a longer list extends a shorter one."""
     rng = random.Random(seed)
     pool = [tpl.format(t=topic) for tpl in TEMPLATES for topic in TOPICS]
     for i, tpl in enumerate(MATH):
@@ -73,6 +74,6 @@ def seed_prompts(n: int, seed: int = 0) -> list[str]:
             pool.append(tpl.format(a=3 + (7 * j + i) % 47, b=2 + (5 * j + 3 * i) % 19, c=1 + (3 * j + i) % 11))
     pool = sorted(set(pool))
     rng.shuffle(pool)
-    if n > len(pool):
+    if n is not None and n > len(pool):
         raise ValueError(f"at most {len(pool)} seed prompts, asked for {n}")
-    return pool[:n]
+    return pool if n is None else pool[:n]

@@ -134,8 +134,14 @@ def train_head(model: Any, data: DistillData, *, epochs: int = 2, lr: float = 5e
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
     start_epoch, history = 0, []
-    if checkpoint is not None and Path(checkpoint).is_file():
-        state = torch.load(checkpoint, weights_only=False)
+    settings = {"epochs": epochs, "lr": lr, "batch_tokens": batch_tokens, "vocab_size": vocab_size,
+                "feature_weight": feature_weight, "noise": noise, "seed": seed, "sequences": len(data.tokens)}
+    state = torch.load(checkpoint, weights_only=False) if checkpoint is not None and Path(checkpoint).is_file() \
+        else None
+    if state is not None and state.get("settings") != settings:
+        log(f"[train-head] {checkpoint} is from other settings; training from the start")
+        state = None
+    if state is not None:
         head.load_state_dict(state["head"])
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
@@ -143,9 +149,9 @@ def train_head(model: Any, data: DistillData, *, epochs: int = 2, lr: float = 5e
         rng.setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
         log(f"[train-head] resumed after epoch {start_epoch}")
-    before = agreement(model, head, data, valid, batch_tokens) if start_epoch == 0 else None
+    before = agreement(model, head, data, valid, batch_tokens) if state is None else state.get("untrained")
     for epoch in range(start_epoch, epochs):
-        bar = _bar(steps_per_epoch, 0, f"epoch {epoch + 1}/{epochs}", progress)
+        bar = _bar(steps_per_epoch, 0, f"epoch {epoch + 1}/{epochs}", progress, "step")
         for batch in _batches(lengths, batch_tokens, rng):
             tokens, feats, mask = _pad(data, [train[b] for b in batch], model.device)
             pred = _forward(model, head, tokens, feats, noise * std if noise else None)
@@ -167,11 +173,11 @@ def train_head(model: Any, data: DistillData, *, epochs: int = 2, lr: float = 5e
         bar.close()
         acc = agreement(model, head, data, valid, batch_tokens)
         history.append({"epoch": epoch + 1, "heldout_top1": round(acc, 4)})
-        log(f"[train-head] epoch {epoch + 1}: held-out top-1 agreement {acc:.3f}")
-        if checkpoint is not None:
+        if checkpoint is not None:  # saved before anything is printed: an interrupt loses no finished epoch
             torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                        "epoch": epoch + 1, "history": history, "rng": rng.getstate(),
-                        "torch_rng": torch.get_rng_state()}, checkpoint)
+                        "epoch": epoch + 1, "history": history, "rng": rng.getstate(), "settings": settings,
+                        "torch_rng": torch.get_rng_state(), "untrained": before}, checkpoint)
+        log(f"[train-head] epoch {epoch + 1}: held-out top-1 agreement {acc:.3f}")
     head.eval()
     record = {"epochs": epochs, "lr": lr, "batch_tokens": batch_tokens, "vocab_size": int(head.vocab_ids.numel()),
               "feature_weight": feature_weight, "noise": noise, "seed": seed, "train_sequences": len(train),

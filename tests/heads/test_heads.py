@@ -136,3 +136,25 @@ def test_heads_save_load_and_refuse_another_model(tmp_path, tiny_llama, toy):
         load_head(tiny_llama, path)  # another vocabulary
     with pytest.raises(SettingsError, match="train-head"):
         load_head(model, tmp_path / "missing.safetensors")
+
+
+def test_an_interrupted_training_resumes_to_the_same_head(tmp_path):
+    """Deterministic for a seed, and a run stopped after its first epoch resumes from the checkpoint to the
+    very head an uninterrupted run makes (optimizer, schedule and random streams restored)."""
+    model = _bigram_model(32)
+    data = _walk_data(model, n_seq=40, length=12)
+    args = dict(epochs=2, lr=3e-3, batch_tokens=256, vocab_size=32, seed=1, progress=False)
+    whole, _ = train_head(model, data, log=lambda *_: None, **args)
+
+    def stop_after_first_epoch(message):
+        if "epoch 1:" in message:
+            raise KeyboardInterrupt
+
+    ckpt = tmp_path / "head.ckpt"
+    with pytest.raises(KeyboardInterrupt):
+        train_head(model, data, checkpoint=ckpt, log=stop_after_first_epoch, **args)
+    messages = []
+    resumed, record = train_head(model, data, checkpoint=ckpt, log=messages.append, **args)
+    assert any("resumed after epoch 1" in m for m in messages) and len(record["history"]) == 2
+    for a, b in zip(whole.state_dict().values(), resumed.state_dict().values()):
+        assert torch.equal(a, b)
