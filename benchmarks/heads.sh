@@ -5,9 +5,9 @@
 set -euo pipefail
 out="${1:?usage: bash benchmarks/heads.sh OUT_DIR [PROMPTS_PER_CATEGORY]}"
 n="${2:-1}"
-common=(--num-prompts "$n" --first-turn-only --max-new-tokens 128 --threads 2 --seed 0 --quiet
-        --method-arg eagle-4:num_tokens=4)
-leap bench --methods ar,eagle,eagle-4=eagle,lowbit --temperature 0 --out "$out/t0" "${common[@]}"
+common=(--num-prompts "$n" --first-turn-only --max-new-tokens 128 --threads 2 --seed 0 --quiet)
+leap bench --methods ar,eagle,eagle-4=eagle,lowbit --temperature 0 --out "$out/t0" "${common[@]}" \
+    --method-arg eagle-4:num_tokens=4
 leap bench --methods ar,eagle,lowbit --temperature 1 --out "$out/t1" "${common[@]}"
 leap report "$out/t0"
 leap report "$out/t1"
