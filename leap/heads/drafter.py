@@ -42,7 +42,7 @@ __all__ = ["Eagle"]
 
 @drafters.register("eagle")
 class Eagle(Drafter):
-    """A trained EAGLE feature head drafts the chain (module docstring)."""
+    """A trained EAGLE feature head drafts chains from the verifier's own top-layer features."""
 
     name = "eagle"
     needs_model = True
