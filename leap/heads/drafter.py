@@ -66,7 +66,7 @@ class Eagle(Drafter):
         self._model: Any = None
         self._eos: frozenset[int] = frozenset()
         self._lm: DraftHead | None = None
-        self._features: list[torch.Tensor] = []  # verified features, positions 0.. in order
+        self._features: torch.Tensor | None = None  # verified features of positions 0.._known-1 (a growing buffer)
         self._known = 0  # positions with a verified feature
         self._cache = LeapKVCache(1)
         self._fed = 0  # head cache entries (verified positions fed with the token after them)
@@ -91,25 +91,23 @@ class Eagle(Drafter):
         self.settings = settings
 
     def begin(self, prompt: Sequence[int]) -> None:
-        self._features, self._known, self._fed = [], 0, 0
+        self._features, self._known, self._fed = None, 0, 0
         self._cache = LeapKVCache(1)
 
     def observe_features(self, start: int, features: torch.Tensor) -> None:
-        if start != self._known:  # not contiguous with what it holds: keep what still lines up
-            self._restart(min(start, self._known))
-            if start != self._known:
-                return
-        self._features.append(features.detach())
-        self._known += features.shape[0]
-
-    def _restart(self, known: int) -> None:
-        whole = torch.cat(self._features)[:known] if self._features else None
-        self._features = [whole] if whole is not None and known else []
-        self._known = known if self._features else 0
-        self._fed = min(self._fed, max(self._known - 1, 0))
-        extra = self._cache.layers[0].length - self._fed
-        if extra > 0:
-            self._cache.layers[0].crop(-extra)
+        if start > self._known:  # a gap: the positions between are unknown; keep what it holds
+            return
+        if start < self._known:  # a rewind keeps what still lines up (entry start-1 reads x_start: redo it)
+            self._known = start
+            self._restart_cache(max(start - 1, 0))
+        end = start + features.shape[0]
+        if self._features is None or end > self._features.shape[0]:  # grow by doubling: no copy per step
+            grown = features.new_empty((max(2 * end, 64), features.shape[1]))
+            if self._features is not None:
+                grown[:start] = self._features[:start]
+            self._features = grown
+        self._features[start:end] = features
+        self._known = end
 
     # ------------------------------------------------------------------ drafting
     def _step(self, feats: torch.Tensor, tokens: Sequence[int], start: int) -> torch.Tensor:
@@ -131,9 +129,7 @@ class Eagle(Drafter):
         n = len(tokens)
         if self._known < n - 1 or n < 2:
             return None  # features missing (a drafter used outside a session): no draft
-        if len(self._features) > 1:
-            self._features = [torch.cat(self._features)]
-        feats = self._features[0]
+        feats = self._features
         self._restart_cache(n - 2)
         return self._step(feats[self._fed:n - 1], tokens[self._fed + 1:n], self._fed)
 

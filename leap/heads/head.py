@@ -39,18 +39,9 @@ import torch
 from torch import nn
 
 from leap.core.errors import SettingsError
+from leap.core.modeling.layers import causal_mask
 
 __all__ = ["FeatureHead", "save_head", "load_head", "causal_mask"]
-
-
-def causal_mask(past: int, length: int, dtype: torch.dtype, device) -> torch.Tensor | None:
-    """Additive causal mask ``[1, 1, length, past + length]`` (None for one query)."""
-    if length == 1:
-        return None
-    q = torch.arange(length, device=device).view(-1, 1) + past
-    k = torch.arange(past + length, device=device).view(1, -1)
-    mask = torch.zeros(length, past + length, dtype=dtype, device=device)
-    return mask.masked_fill_(k > q, torch.finfo(dtype).min).view(1, 1, length, past + length)
 
 
 def _trainable(module: nn.Module) -> nn.Module:

@@ -30,7 +30,7 @@ from leap.core.runtime.device import StepClock, wall_clock
 from leap.core.modeling.kv_cache import LeapKVCache
 from leap.core.modeling.model import LeapModel
 
-__all__ = ["LayerStack", "LayerPlan", "plan_for"]
+__all__ = ["LayerStack", "LayerPlan", "plan_for", "causal_mask"]
 
 # (layer index, passes) pairs in execution order; passes is 1 (execute) or 2 (repeat).
 LayerPlan = tuple[tuple[int, int], ...]
@@ -40,6 +40,17 @@ def plan_for(actions: Sequence[int], start: int = 0, stop: int | None = None) ->
     """The plan that runs layers ``start..stop-1`` with the given number of passes each (0 = skip)."""
     stop = len(actions) if stop is None else stop
     return tuple((i, actions[i]) for i in range(start, stop) if actions[i] > 0)
+
+
+def causal_mask(past: int, length: int, dtype: torch.dtype, device) -> torch.Tensor | None:
+    """Additive causal mask ``[1, 1, length, past + length]`` for ``length`` queries after ``past`` cached
+    keys (None for one query)."""
+    if length == 1:
+        return None
+    q = torch.arange(length, device=device).view(-1, 1) + past
+    k = torch.arange(past + length, device=device).view(1, -1)
+    mask = torch.zeros(length, past + length, dtype=dtype, device=device)
+    return mask.masked_fill_(k > q, torch.finfo(dtype).min).view(1, 1, length, past + length)
 
 
 class LayerStack:
@@ -98,14 +109,7 @@ class LayerStack:
         return position_ids, self.model.rotary_emb(hidden, position_ids=position_ids)
 
     def _mask(self, past: int, length: int) -> torch.Tensor | None:
-        """Additive causal mask for ``length`` queries after ``past`` cached keys (None when q = 1)."""
-        if length == 1:
-            return None
-        q = torch.arange(length, device=self.device).view(-1, 1) + past
-        k = torch.arange(past + length, device=self.device).view(1, -1)
-        mask = torch.zeros(length, past + length, dtype=self.dtype, device=self.device)
-        mask.masked_fill_(k > q, self._neg_inf)
-        return mask.view(1, 1, length, past + length)
+        return causal_mask(past, length, self.dtype, self.device)
 
     def _window_mask(self, start: int, q: int, positions: Sequence[int] | None, mask: torch.Tensor | None):
         """The attention mask of sliding-window layers: ``mask`` (causal or a tree's) plus "a query at
