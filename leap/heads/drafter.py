@@ -13,6 +13,12 @@ request's temperature and top-p, cut to its ``top_k`` most likely tokens and ren
 distribution it was drawn from), so speculative sampling and Traversal Verification keep the target
 distribution. Lossless either way: the full model verifies every token.
 
+Trees (``shape=``): ``"chain"`` (default); ``"eagle2"`` - EAGLE-2's dynamic tree
+(:mod:`leap.heads.dynamic_tree`): ``num_tokens`` layers deep, the ``width`` best nodes of each layer
+expanded in one head pass, the ``tree_nodes`` most valuable nodes kept; ``"opt"`` - the same, cut where
+OPT-Tree's expected speed under the calibrated verification costs peaks (``tree_nodes`` only caps it).
+Trees are greedy; under sampling a tree-shaped eagle drafts its sampled chain.
+
 Which head: ``head=PATH`` (a safetensors file from ``leap train-head``), ``head=untrained`` (the head as
 initialised: an ablation baseline, and what the registry-wide tests run); by default the head trained for
 the loaded model under ``$LEAP_CACHE/heads/``, then the one shipped in ``leap/data/heads/`` when it
@@ -34,10 +40,15 @@ from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 from leap.core.modeling.draft_head import DraftHead
 from leap.core.modeling.kv_cache import LeapKVCache
+from leap.core.trees.draft_tree import DraftTree
+from leap.core.runtime.costs import MAX_K
 from leap.core.verify.sampling import SamplingSettings, target_probs
+from leap.heads.dynamic_tree import Candidate, dynamic_tree
 from leap.heads.head import FeatureHead, causal_mask, load_head
 
-__all__ = ["Eagle"]
+__all__ = ["Eagle", "SHAPES"]
+
+SHAPES = ("chain", "eagle2", "opt")
 
 
 @drafters.register("eagle")
@@ -52,9 +63,19 @@ class Eagle(Drafter):
     example_kwargs = {"head": "untrained"}  # runs on any model with no trained file
 
     def __init__(self, num_tokens: int = 6, head: str | FeatureHead | None = None, min_confidence: float = 0.0,
-                 top_k: int = 64) -> None:
+                 top_k: int = 64, shape: str = "chain", width: int = 4, tree_nodes: int = 0) -> None:
         if num_tokens < 1:
             raise SettingsError(f"eagle: num_tokens must be >= 1, got {num_tokens}")
+        if shape not in SHAPES:
+            raise SettingsError(f"eagle: unknown shape {shape!r}; choose one of {', '.join(SHAPES)}")
+        if width < 1 or tree_nodes < 0:
+            raise SettingsError(f"eagle: width >= 1 and tree_nodes >= 0, got {width} and {tree_nodes}")
+        self.shape, self.width = shape, int(width)
+        self.tree_nodes = 0 if shape == "chain" else int(tree_nodes) or (MAX_K if shape == "opt" else 16)
+        self.needs_costs = shape == "opt"
+        self.costs = None
+        if shape != "chain":  # one read of each layer's candidates (and of the root's), whatever the tree keeps
+            self.host_reads_per_step = num_tokens + 1
         if not 0.0 <= min_confidence < 1.0:
             raise SettingsError(f"eagle: min_confidence must be in [0, 1), got {min_confidence}")
         self.num_tokens = int(num_tokens)
@@ -84,11 +105,18 @@ class Eagle(Drafter):
 
             path = self.head_source if isinstance(self.head_source, str) else default_head_path(model)
             self.head = load_head(model, path)
+        if self.head is not self.head_source and model.info.get("onednn_linears"):
+            from leap.core.modeling.fast_linear import accelerate_linears
+
+            accelerate_linears(self.head)  # a head loaded here only drafts: pack its linears like the model's
         self._model, self._eos = model, model.eos_token_ids
         self._lm = DraftHead(model.lm_head, self.head.vocab_list)
 
     def use_sampling(self, settings: SamplingSettings) -> None:
         self.settings = settings
+
+    def use_costs(self, costs) -> None:
+        self.costs = costs
 
     def begin(self, prompt: Sequence[int]) -> None:
         self._features, self._known, self._fed = None, 0, 0
@@ -187,3 +215,64 @@ class Eagle(Drafter):
             return ids[int(packed[0])], {t: v for t, v in zip(ids, values) if v > 0.0}
 
         return self._draft(tokens, max_tokens, sampled)
+
+    # ------------------------------------------------------------------ trees (EAGLE-2)
+    def _candidates(self, features: torch.Tensor) -> list[tuple[list[int], list[float]]]:
+        """Each row's ``width`` most likely draft tokens and their probabilities (one host read)."""
+        logits = self._lm(features.unsqueeze(0))[0].float()
+        top = torch.topk(torch.softmax(logits, dim=-1), self.width, dim=-1)
+        ids, probs = torch.stack([top.indices.double(), top.values.double()]).tolist()
+        return [([int(t) for t in i], p) for i, p in zip(ids, probs)]
+
+    def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
+        if self.shape == "chain":
+            return super().propose_tree(tokens, max_depth)
+        depth = min(max_depth, self.num_tokens)
+        with torch.inference_mode():
+            root = self._first(tokens) if depth >= 1 else None
+            if root is None:
+                return DraftTree()
+            n = len(tokens)
+            self._fed = n - 1
+            verified = self._cache.layers[0].length  # the head's entries of verified positions
+            predicted: dict[int, torch.Tensor] = {}  # candidate -> the feature its entry predicts
+            entry: dict[int, int] = {}  # candidate -> its head cache entry
+
+            def expand(layer: list[int], cands: list[Candidate]):
+                past, q = self._cache.layers[0].length, len(layer)
+                visible = [[False] * (past - verified + q) for _ in range(q)]  # draft entries only: small
+                for j, i in enumerate(layer):
+                    entry[i] = past + j
+                    a = i
+                    while a >= 0:
+                        visible[j][entry[a] - verified] = True
+                        a = cands[a].parent
+                feats = torch.stack([root if cands[i].parent < 0 else predicted[cands[i].parent] for i in layer])
+                out = self._step_tree(feats, [cands[i].token for i in layer],
+                                      [n - 2 + cands[i].depth for i in layer], verified, visible)
+                for j, i in enumerate(layer):
+                    predicted[i] = out[j]
+                return self._candidates(out)
+
+            overhead = self.costs.drafter_overhead.get(self.name, 0.0) if self.costs is not None else 0.0
+            tree = dynamic_tree(self._candidates(root.view(1, -1))[0], expand, depth=depth, width=self.width,
+                                max_nodes=self.tree_nodes, costs=self.costs if self.shape == "opt" else None,
+                                overhead=overhead, stop_tokens=self._eos)
+            self._restart_cache(n - 1)
+            return tree
+
+    def _step_tree(self, feats: torch.Tensor, tokens: list[int], positions: list[int], verified: int,
+                   visible: list[list[bool]]) -> torch.Tensor:
+        """One head pass over a layer of tree nodes: each sees the verified entries and its own ancestors."""
+        model, head, device = self._model, self.head, feats.device
+        ids = torch.tensor([tokens], dtype=torch.long, device=device)
+        embeds = model.embed_tokens(ids)
+        position_ids = torch.tensor([positions], dtype=torch.long, device=device)
+        pos = model.rotary_emb(embeds, position_ids=position_ids)
+        drafts = torch.zeros(len(tokens), len(visible[0]), dtype=embeds.dtype)
+        drafts.masked_fill_(~torch.tensor(visible, dtype=torch.bool), torch.finfo(embeds.dtype).min)
+        mask = torch.cat([torch.zeros(len(tokens), verified, dtype=embeds.dtype, device=device),
+                          drafts.to(device)], dim=1).view(1, 1, len(tokens), -1)
+        out = head(feats.unsqueeze(0).to(embeds.dtype), embeds, pos, position_ids=position_ids, cache=self._cache,
+                   attention_mask=mask)
+        return out[0]

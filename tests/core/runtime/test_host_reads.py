@@ -21,7 +21,8 @@ from leap.redundancy.base import make_metric, redundancy_metrics
 PROMPT = [5, 9, 14, 20, 7, 11, 5, 9, 14, 20, 7, 11, 5, 9]
 CONFIG = LayerConfig.parse("EESSEE")
 TREES = {"suffix": {"tree_nodes": 6}, "stand": {"shape": "best-first", "tree_nodes": 6},
-         "lowbit": {"shape": "siblings"}, "prompt-lookup": {"tree_nodes": 6}}
+         "lowbit": {"shape": "siblings"}, "prompt-lookup": {"tree_nodes": 6},
+         "eagle": {"head": "untrained", "shape": "eagle2", "tree_nodes": 6}}
 
 
 # ---------------------------------------------------------------- the counter itself
