@@ -83,6 +83,23 @@ def test_report_interval_is_the_t_interval_of_the_pooled_speedup():
     assert abs(row.speedup_ci_low - low) < 0.15 and abs(row.speedup_ci_high - high) < 0.15
 
 
+def test_intervals_resample_prompts_not_generations():
+    """Several runs of one prompt are one observation: the report sums each prompt's runs before the
+    interval (runs of one prompt are not independent draws). Intervals over generations would be
+    narrower here; this turns red if the report treats each run as a prompt."""
+    runs = [[(128, 2.0 + 0.3 * i + 0.01 * r, 128, 3.0 + 0.1 * (i % 4)) for i in range(4)] for r in range(3)]
+    records = []
+    for r, per_prompt in enumerate(runs):
+        records += [{**rec, "run": r} for rec in _records("mixed", per_prompt)]
+    row = next(x for x in summarise(records) if x.method == "leap" and x.category == "mixed")
+    by_prompt = [tuple(sum(run[i][j] for run in runs) for j in range(4)) for i in range(4)]
+    by_generation = [g for run in runs for g in run]
+    ci, wrong = speedup_interval(by_prompt), speedup_interval(by_generation)
+    assert row.prompts == 4 and row.generations == 12
+    assert (row.speedup_ci_low, row.speedup_ci_high) == pytest.approx((ci.pooled_low, ci.pooled_high))
+    assert wrong.pooled_high - wrong.pooled_low < 0.6 * (ci.pooled_high - ci.pooled_low)
+
+
 def test_verdicts_come_from_the_interval():
     faster = [(128, 2.0 + 0.05 * i, 128, 3.0) for i in range(6)]  # every prompt ~1.4-1.5x
     slower = [(128, 4.0 + 0.05 * i, 128, 3.0) for i in range(6)]  # every prompt ~0.7x

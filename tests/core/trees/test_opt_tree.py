@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from leap.core.runtime.costs import Calibration
@@ -22,6 +22,8 @@ scores = st.lists(st.floats(0.0, 1.0), max_size=15).map(lambda s: sorted(s, reve
 
 
 @given(scores=scores, slope=st.floats(0.0, 0.5), overhead=st.floats(0.0, 0.3))
+@example(scores=[0.125], slope=0.0, overhead=0.25)  # the overhead alone makes drafting lose: n = 0
+@example(scores=[0.9] * 12, slope=0.0, overhead=0.0)  # a flat curve keeps all 12 (no hidden node cap)
 def test_budget_is_the_best_prefix(scores, slope, overhead):
     costs = _costs(slope)
     n = budget_by_expected_acceptance(scores, costs, overhead)
@@ -34,6 +36,9 @@ def test_cheaper_verification_grows_the_tree():
     flat, cpu, steep = (budget_by_expected_acceptance(s, _costs(slope)) for slope in (0.0, 0.05, 0.4))
     assert flat == len(s) and steep < cpu < flat
     assert budget_by_expected_acceptance([0.01, 0.01], _costs(0.1)) == 0  # not worth drafting at all
+    assert budget_by_expected_acceptance([0.125], _costs(0.0), overhead=0.25) == 0  # the drafter's own cost
+    assert budget_by_expected_acceptance([0.125], _costs(0.0)) == 1
+    assert budget_by_expected_acceptance([0.95] * 40, _costs(0.0)) == 40  # beyond the calibrated curve too
 
 
 def test_opt_tree_is_a_prefix_of_the_best_first_tree():
