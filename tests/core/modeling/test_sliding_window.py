@@ -77,3 +77,28 @@ def test_plain_decoding_matches_transformers_generate(windowed):
         theirs = windowed.hf_model.generate(torch.tensor([prompt]), max_new_tokens=20, do_sample=False,
                                             min_new_tokens=20)[0, len(prompt):].tolist()
     assert ours == theirs
+
+
+def test_tree_verification_applies_the_window_at_each_nodes_own_position(windowed):
+    """A draft tree past the window: every row's logits through leap's stack (tree positions and mask)
+    equal transformers' logits of that row's own root path. A window computed from row order instead of
+    the nodes' depths turns this red (the wide tree's late rows sit at shallow positions)."""
+    from leap.core.trees.draft_tree import DraftTree
+
+    window = windowed.config.sliding_window
+    context = list(range(5, 5 + window + 4))  # the cache already reaches past the window
+    tree = DraftTree([40, 41, 42, 43, 44, 45, 46, 47, 48], parents=[0, 0, 0, 0, 0, 0, 1, 7, 8])
+    root = 60
+    stack = LayerStack(windowed)
+    cache = stack.new_cache()
+    start = len(context)
+    with torch.inference_mode():
+        stack.run_layers(stack.embed(context), stack.full_plan, cache, 0)
+        mask = tree.attention_mask(start, stack.dtype, stack.device)
+        hidden = stack.run_layers(stack.embed([root, *tree.tokens]), stack.full_plan, cache, start,
+                                  positions=tree.positions(start), mask=mask)
+        logits = stack.logits(hidden)
+        for row in range(len(tree) + 1):
+            path = [root] + [tree.tokens[r - 1] for r in tree.path(row)]
+            reference = windowed.hf_model(torch.tensor([context + path])).logits[0, -1].float()
+            torch.testing.assert_close(logits[row].float(), reference, rtol=1e-4, atol=1e-4)
