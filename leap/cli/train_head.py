@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 
 def add_parser(sub) -> None:
@@ -27,13 +28,25 @@ def add_parser(sub) -> None:
     th.add_argument("--feature-weight", type=float, default=0.2, help="weight of the feature loss")
     th.add_argument("--noise", type=float, default=0.1, help="EAGLE's input-feature noise (x each dimension's std)")
     th.add_argument("--seed", type=int, default=0)
-    th.add_argument("--out", default=None, help="where to write the head (default: $LEAP_CACHE/heads/<model>/)")
+    th.add_argument("--out", default=None, help="where to write the head: a .safetensors file, or a folder that gets "
+                                                "head.safetensors (default: $LEAP_CACHE/heads/<model>/)")
     th.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def head_path(out: str | None, folder) -> Path:
+    """Where the head goes: ``out`` when it names a ``.safetensors`` file, ``out/head.safetensors`` for a
+    folder (existing or not), the model's cache folder by default - settled before hours of work."""
+    if not out:
+        return Path(folder) / "head.safetensors"
+    path = Path(out)
+    if path.suffix != ".safetensors":
+        path = path / "head.safetensors"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def run(args: argparse.Namespace) -> int:
     import time
-    from pathlib import Path
 
     from leap.cli.common import load_for
     from leap.core.runtime.provenance import provenance
@@ -44,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     model = load_for(args)
     folder = cache_dir(model)
-    out = Path(args.out) if args.out else folder / "head.safetensors"
+    out = head_path(args.out, folder)
     t0 = time.perf_counter()
     data = build_data(model, folder / f"data-{args.max_answer_tokens}-{args.seed}.pt",
                       prompts=args.prompts, max_new_tokens=args.max_answer_tokens, batch_size=args.batch_size,

@@ -8,10 +8,18 @@
 
 ``gym.make("leap.envs:LeapLayerSearch-v0")`` imports this module, which registers the ids.
 
+Vectorised: ``gym.make_vec(id, num_envs=N, vectorization_mode="sync" | "async", model=..., ...)``. Async
+workers are forked processes, and torch's intra-op thread pool does not survive a fork (a forked worker
+hangs in its first parallel op); so a process forked from one that imported this module runs torch on
+one thread (``os.register_at_fork``) - one environment per worker, the workers sharing the cores. Each
+async worker loads its own model: pass a name or path, not a loaded model, to keep memory down.
+
 May import: :mod:`leap.core`, :mod:`leap.redundancy`, :mod:`leap.search` and :mod:`leap.data`.
 """
 
 from __future__ import annotations
+
+import os
 
 import gymnasium as gym
 
@@ -39,4 +47,11 @@ def register_envs() -> None:
                          kwargs={"reward": "cost", "persist_drafters": False})
 
 
+def _one_thread_after_fork() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
 register_envs()
+os.register_at_fork(after_in_child=_one_thread_after_fork)

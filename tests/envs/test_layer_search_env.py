@@ -140,3 +140,48 @@ def test_v1_greedy_output_is_lossless_whatever_the_drafter(tiny_llama):
             done = terminated or truncated
         plain = SelfSpecDecoder(tiny_llama, None).generate(PROMPTS[1], max_new_tokens=16).token_ids
         assert env.unwrapped.session.new_token_ids == plain
+
+
+_VECTOR_RUN = """
+import sys
+import gymnasium as gym
+import numpy as np
+import torch
+import leap
+
+torch.ones(256, 256) @ torch.ones(256, 256)  # the parent's thread pool is live before the workers fork
+envs = gym.make_vec("LeapLayerSearchCost-v0", num_envs=2, vectorization_mode=sys.argv[2], model=sys.argv[1],
+                    prompts={prompts!r}, max_new_tokens=8, step_budget=3, chat=False)
+obs, _ = envs.reset(seed=0)
+assert obs["zones"].shape[0] == 2
+truncated_seen = False
+for _ in range(4):
+    obs, reward, terminated, truncated, _ = envs.step(envs.action_space.sample())
+    assert reward.shape == (2,) and np.all(np.isfinite(reward))
+    truncated_seen |= bool(truncated.all())
+assert truncated_seen  # each copy ran out its step budget
+envs.close()
+print("vector ok")
+"""
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_vector_envs_step_every_copy(tmp_path, mode):
+    """gym.make_vec, both modes, in a subprocess with a time limit: async workers fork after the parent used
+    torch's thread pool, and without leap's at-fork hook they hang (in the constructor, where no timeout
+    reaches)."""
+    path = save_tiny_model(tmp_path, "llama")
+    script = tmp_path / "vector_run.py"
+    script.write_text(_VECTOR_RUN.format(prompts=PROMPTS))
+    import os
+    import signal
+
+    run = subprocess.Popen([sys.executable, str(script), str(path), mode], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = run.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)  # the hung workers too
+        run.communicate()
+        pytest.fail(f"gym.make_vec(..., vectorization_mode={mode!r}) hung")
+    assert run.returncode == 0 and "vector ok" in out, err[-2000:]

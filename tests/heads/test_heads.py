@@ -158,3 +158,16 @@ def test_an_interrupted_training_resumes_to_the_same_head(tmp_path):
     assert any("resumed after epoch 1" in m for m in messages) and len(record["history"]) == 2
     for a, b in zip(whole.state_dict().values(), resumed.state_dict().values()):
         assert torch.equal(a, b)
+
+
+def test_train_head_out_takes_a_file_or_a_folder(tmp_path):
+    """``--out DIR`` once crashed after a whole training run (the head was written over the folder)."""
+    from leap.cli.train_head import head_path
+
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    assert head_path(str(existing), tmp_path / "cache") == existing / "head.safetensors"
+    assert head_path(str(tmp_path / "new"), tmp_path / "cache") == tmp_path / "new" / "head.safetensors"
+    assert (tmp_path / "new").is_dir()  # made before the work starts
+    assert head_path(str(tmp_path / "h.safetensors"), tmp_path / "cache") == tmp_path / "h.safetensors"
+    assert head_path(None, tmp_path / "cache") == tmp_path / "cache" / "head.safetensors"
