@@ -1,0 +1,41 @@
+"""Figures in the README and docs equal what their records give (leap.bench.claims)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from leap.bench.claims import check_claims, find_claims, main
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_every_marked_figure_equals_its_records():
+    assert len(find_claims(ROOT / "README.md")) >= 20  # the README's measured section is marked
+    wrong = check_claims(DOCS, root=ROOT)
+    assert not wrong, "\n".join(f"{c.file}:{c.line} {c.method} {c.quantity}: states {c.stated!r}, records give "
+                                f"{v!r}" for c, v in wrong)
+
+
+def test_a_figure_edited_by_hand_is_caught(tmp_path, capsys):
+    text = (ROOT / "README.md").read_text()
+    marker = "<!--claim docs/data/lowbit_v2/t0 lowbit speedup-->"
+    stated = find_claims(ROOT / "README.md")[0].stated
+    edited = tmp_path / "README.md"
+    edited.write_text(text.replace(marker + stated[:4], marker + "2.97", 1)
+                      .replace("<!--claim docs/data/lowbit_v2/t0 lowbit lossless-->39/39",
+                               "<!--claim docs/data/lowbit_v2/t0 lowbit lossless-->40/40", 1)
+                      .replace("<!--claim docs/data/lowbit_v2/t0 gated speedup-->",
+                               "<!--claim docs/data/lowbit_v2/t0 no-such-method speedup-->", 1))
+    wrong = check_claims([edited], root=ROOT)
+    assert sorted((c.method, c.quantity) for c, _ in wrong) == [("lowbit", "lossless"), ("lowbit", "speedup"),
+                                                                 ("no-such-method", "speedup")]
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        assert main([str(edited)]) == 1 and main([str(ROOT / "README.md")]) == 0
+    finally:
+        os.chdir(cwd)
+    assert "states 2.97" in capsys.readouterr().out
