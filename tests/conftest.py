@@ -19,7 +19,10 @@ settings.register_profile(
 )
 settings.load_profile("leap")
 
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# one torch thread per pytest-xdist worker (the workers share the cores; tiny-model ops gain nothing from
+# threads), else up to two; LEAP_TEST_THREADS overrides
+_default_threads = 1 if os.environ.get("PYTEST_XDIST_WORKER") else min(2, torch.get_num_threads())
+torch.set_num_threads(int(os.environ.get("LEAP_TEST_THREADS", _default_threads)))
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "agents.md"
 def test_agents_md_python_examples_run(tmp_path, monkeypatch):
     folder = save_tiny_model(tmp_path / "tiny", eos_token_id=None)
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-    assert len(blocks) == 6
+    assert len(blocks) == 7
     namespace: dict = {}
     try:
         for code in blocks:

@@ -53,3 +53,26 @@ def test_plain_decoding_matches_transformers_generate(smollm2):
         ref = smollm2.hf_model.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False)
     ours = SelfSpecDecoder(smollm2, None).generate(ids, max_new_tokens=24)
     assert ours.token_ids == ref[0, len(ids):].tolist()[: ours.new_tokens]
+
+
+def test_the_shipped_head_is_found_trained_and_lossless(smollm2, tmp_path, monkeypatch):
+    """With an empty $LEAP_CACHE, eagle loads the head shipped in leap/data/heads/ (its file hash is the one
+    its README names); its drafts are accepted far more often than an untrained head's, and output is plain
+    greedy output."""
+    from pathlib import Path
+
+    from leap.heads.drafter import Eagle
+    from leap.heads.store import SHIPPED, default_head_path, file_sha256
+
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    path = default_head_path(smollm2)
+    assert path.parent == SHIPPED
+    assert file_sha256(path) in Path(SHIPPED / "README.md").read_text()
+    ids = smollm2.encode(_prompts()[1], chat=True)
+    plain = SelfSpecDecoder(smollm2, None).generate(ids, max_new_tokens=48)
+    shipped = SelfSpecDecoder(smollm2, None, drafter=Eagle(num_tokens=4)).generate(ids, max_new_tokens=48)
+    untrained = SelfSpecDecoder(smollm2, None, drafter=Eagle(num_tokens=4, head="untrained")).generate(
+        ids, max_new_tokens=48)
+    assert shipped.token_ids == plain.token_ids == untrained.token_ids
+    assert shipped.acceptance_rate > untrained.acceptance_rate + 0.2, (shipped.acceptance_rate,
+                                                                       untrained.acceptance_rate)

@@ -44,6 +44,7 @@ def _median_step_error(model, costs, config, *, control: bool = False) -> float:
     return abs(predicted - measured) / measured
 
 
+@pytest.mark.timing  # wall-clock: out of the default run (two workers share the cores); python -m pytest -m timing
 def test_calibrated_cost_model_predicts_measured_step_time(tiny_llama, tiny_costs):
     config = LayerConfig.from_sets(tiny_llama.num_layers, skip=[2, 3])
     # timing on a shared 2-core machine: the quietest of three generations (a wrong cost model is off in
