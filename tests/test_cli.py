@@ -113,3 +113,19 @@ def test_calibrate_prints_and_caches_the_costs(model_dir, capsys, tmp_path, monk
     assert main(["calibrate", "--model", model_dir]) == 0
     out = capsys.readouterr().out
     assert "verification c(k)" in out and "per layer pass" in out
+
+
+@pytest.mark.parametrize("method", ["optuna-tpe", "nevergrad-ngopt"])
+def test_generate_searches_with_the_external_optimizers(model_dir, capsys, method):
+    """Issue 21's "done when": `leap generate --method optuna-tpe` (and Nevergrad's, when installed) search
+    the prompt's layer space and stay lossless."""
+    from leap.search import search_agents
+
+    if method not in search_agents:
+        pytest.skip("pip install leap[nevergrad]")
+    rc = main(["generate", "w5 w6 w7 w5 w6", "--model", model_dir, "--no-chat", "--method", method,
+               "--max-new-tokens", "24", "--json", "--compare"])
+    assert rc == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["identical_to_plain"] is True and record["method"] == method
+    assert record["search_iterations"] >= 1 and len(record["trials"]) == record["search_iterations"]

@@ -178,7 +178,8 @@ search_agents: Registry[type[SearchAgent]] = Registry(
         "leap.search.agents.swift",
         "leap.search.agents.clasp",
         "leap.search.agents.zone_rule",
-        "leap.search.agents.optuna_agent",
+        "leap.search.external.optuna_agent",
+        "leap.search.external.nevergrad_agent",
     ),
 )
 

@@ -11,7 +11,18 @@ from leap.redundancy.zones import Zone
 from leap.search.base import SearchAgent, search_agents
 from leap.search.history import SearchHistory
 
-__all__ = ["ZoneRuleAgent"]
+__all__ = ["ZoneRuleAgent", "zone_rule_choice"]
+
+
+def zone_rule_choice(space) -> list[int]:
+    """The rule's action index per decision unit of ``space`` (a SearchSpace or a JointSpace, whose
+    drafter option takes its first choice); the full model where the rule is not a valid point. The
+    Optuna and Nevergrad agents start their searches here, as LEAP's MCTS does."""
+    units = space.layer_space.units
+    choice = [u.actions.index(LayerAction.SKIP) if u.zone is Zone.MIDDLE and LayerAction.SKIP in u.actions else 0
+              for u in units]
+    choice += [0] * (len(space.action_counts) - len(choice))
+    return choice if space.is_valid(choice) else list(space.full_choice)
 
 
 @search_agents.register("zone-rule")
@@ -21,11 +32,7 @@ class ZoneRuleAgent(SearchAgent):
     name = "zone-rule"
 
     def ask(self, history: SearchHistory) -> LayerConfig | None:
-        choice = [
-            u.actions.index(LayerAction.SKIP) if u.zone is Zone.MIDDLE and LayerAction.SKIP in u.actions else 0
-            for u in self.space.units
-        ]
-        return self.space.to_config(choice) if self.space.is_valid(choice) else self.space.to_config(self.space.full_choice)
+        return self.space.to_config(zone_rule_choice(self.space))
 
     def converged(self, history: SearchHistory) -> bool:
         return len(history) >= 1

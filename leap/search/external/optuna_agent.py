@@ -28,10 +28,9 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from leap.core.config import LayerAction
 from leap.core.errors import SettingsError
 from leap.redundancy.space import SearchSpace
-from leap.redundancy.zones import Zone
+from leap.search.agents.zone_rule import zone_rule_choice
 from leap.search.base import SearchAgent, search_agents
 from leap.search.history import SearchHistory
 
@@ -101,12 +100,8 @@ class OptunaAgent(SearchAgent):
         self._new_study()
 
     def _zone_rule_choice(self) -> list[int]:
-        """LEAP's starting point: skip every middle-zone unit (as the zone-rule agent does)."""
-        units = self.space.layer_space.units
-        choice = [u.actions.index(LayerAction.SKIP) if u.zone is Zone.MIDDLE and LayerAction.SKIP in u.actions else 0
-                  for u in units]
-        choice += [0] * (len(self.space.action_counts) - len(choice))  # a JointSpace's drafter option
-        return choice if self.space.is_valid(choice) else list(self.space.full_choice)
+        """LEAP's starting point: skip every middle-zone unit (:func:`~leap.search.agents.zone_rule.zone_rule_choice`)."""
+        return zone_rule_choice(self.space)
 
     # ------------------------------------------------------------------ ask / tell
     def ask(self, history: SearchHistory):
