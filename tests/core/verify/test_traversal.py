@@ -78,3 +78,33 @@ def test_a_tree_accepts_at_least_as_much_as_its_first_chain():
     _, chain = _outputs([0, 1], traversal_accept, n=1500, seed=1)
     _, tree = _outputs([0, 0, 1, 2], traversal_accept, n=1500, seed=1)
     assert tree > chain
+
+
+# Target and draft by depth only (p(.|prefix) depends on len(prefix)), chosen by a search over random
+# tables for the largest effect of a wrong deletion update (``p_a <- min(S, 1)`` instead of
+# ``S / (S + 1 - p_a)``): with it the first two tokens move by ~0.2 in total variation, so N = 3000 sees it
+# (the random tables above need ~15000).
+DESIGNED = {
+    "chain": ([0, 1], [[0.046, 0.952, 0.002], [0.047, 0.336, 0.617], [0.223, 0.405, 0.372]],
+              [[0.002, 0.987, 0.011], [0.261, 0.032, 0.707], [0.285, 0.558, 0.157]]),
+    "tree": ([0, 0, 1], [[0.832, 0.137, 0.031], [0.575, 0.023, 0.402], [0.299, 0.644, 0.057]],
+             [[0.989, 0.010, 0.001], [0.798, 0.131, 0.071], [0.011, 0.981, 0.008]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DESIGNED))
+def test_the_deletion_update_is_exact_on_a_designed_target(name):
+    shape, p_rows, q_rows = DESIGNED[name]
+    P, Q = torch.tensor(p_rows).double(), torch.tensor(q_rows).double()
+    P, Q = P / P.sum(-1, keepdim=True), Q / Q.sum(-1, keepdim=True)
+    g = torch.Generator().manual_seed(0)
+    counts = torch.zeros(V * V)
+    for _ in range(3000):
+        tree = fill_shape(shape, lambda path: (list(range(V)), Q[len(path)].tolist()), gumbel_top_k(g), 10)
+        p = torch.stack([P[min(tree.depths[r], len(P) - 1)] for r in range(len(tree) + 1)])
+        rows, token = traversal_accept(tree, p, g)
+        out = tuple(tree.tokens[r - 1] for r in rows) + (token,)
+        if len(out) < 2:  # nothing accepted: the second token comes from the target after one token
+            out += (int(torch.multinomial(P[1].float(), 1, generator=g)),)
+        counts[out[0] * V + out[1]] += 1
+    assert _chi2_pvalue(counts, torch.outer(P[0], P[1]).flatten().float()) > 1e-3
