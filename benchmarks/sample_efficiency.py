@@ -62,7 +62,8 @@ def run_agent(name, session, probe, costs, seed, trials, window, cache) -> list[
         config = agent.ask(history)
         key = str(config)
         if key not in cache:
-            cache[key] = objective(probe, costs, config, window)
+            with torch.inference_mode():  # only the model's evaluations: Optuna's GP fits its kernel with autograd
+                cache[key] = objective(probe, costs, config, window)
         reward = cache[key]
         history.record(config, reward)
         agent.record(config, reward, history)
@@ -156,8 +157,7 @@ def main() -> None:
                 if (qid, agent, seed) in done:
                     continue
                 t0 = time.perf_counter()
-                with torch.inference_mode():
-                    curve = run_agent(agent, session, probe, costs, seed, args.trials, args.window, cache)
+                curve = run_agent(agent, session, probe, costs, seed, args.trials, args.window, cache)
                 record = {"prompt": qid, "category": row["category"], "agent": agent, "seed": seed, "curve": curve,
                           "seconds": time.perf_counter() - t0, "distinct_configs": len(cache), "commit": commit}
                 with out.open("a") as f:
