@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Issue 19: choose eagle's min_confidence on held-out seed prompts (leap.heads.prompts after the first 1,200,
+# which trained the shipped head; never Spec-Bench), so the default is not tuned on the evaluation prompts.
+# Usage: bash benchmarks/heads_tuning.sh OUT_DIR [PROMPTS]
+set -euo pipefail
+out="${1:?usage: bash benchmarks/heads_tuning.sh OUT_DIR [PROMPTS]}"
+n="${2:-13}"
+mkdir -p "$out"
+python - "$out/prompts.jsonl" "$n" <<'PY'
+import json, sys
+from leap.heads.prompts import seed_prompts
+path, n = sys.argv[1], int(sys.argv[2])
+rows = seed_prompts(1200 + n)[1200:]  # held out: the shipped head trained on the first 1,200
+with open(path, "w") as f:
+    for i, text in enumerate(rows):
+        f.write(json.dumps({"question_id": f"seed-{1200 + i}", "category": "seed", "turns": [text]}) + "\n")
+PY
+leap bench --prompts "$out/prompts.jsonl" --methods ar,eagle,eagle-c3=eagle,eagle-c5=eagle \
+    --method-arg eagle:min_confidence=0 --method-arg eagle-c3:min_confidence=0.3 --method-arg eagle-c5:min_confidence=0.5 \
+    --temperature 0 --out "$out/t0" --max-new-tokens 128 --threads 2 --seed 0 --quiet
+leap report "$out/t0"
