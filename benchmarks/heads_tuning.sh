@@ -17,5 +17,5 @@ with open(path, "w") as f:
 PY
 leap bench --prompts "$out/prompts.jsonl" --methods ar,eagle,eagle-c3=eagle,eagle-c5=eagle \
     --method-arg eagle:min_confidence=0 --method-arg eagle-c3:min_confidence=0.3 --method-arg eagle-c5:min_confidence=0.5 \
-    --temperature 0 --out "$out/t0" --max-new-tokens 128 --threads 2 --seed 0 --quiet
+    --num-prompts "$n" --temperature 0 --out "$out/t0" --max-new-tokens 128 --threads 2 --seed 0 --quiet
 leap report "$out/t0"
