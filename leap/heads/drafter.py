@@ -9,7 +9,8 @@ back to the verified context, so no draft feature outlives its step.
 
 Greedy: the argmax chain over the draft vocabulary, stopped early when the draft's top probability
 falls below ``min_confidence`` (default 0.3, chosen on held-out seed prompts by
-``benchmarks/heads_tuning.sh``: 1.23x there against 1.04x for unstopped chains; never tuned on Spec-Bench). Sampling: each token drawn from ``q`` = the draft distribution after the
+``benchmarks/heads_tuning.sh``: 1.23x there against 1.04x for unstopped chains; never tuned on Spec-Bench).
+Sampling: each token drawn from ``q`` = the draft distribution after the
 request's temperature and top-p, cut to its ``top_k`` most likely tokens and renormalised (the exact
 distribution it was drawn from), so speculative sampling and Traversal Verification keep the target
 distribution. Lossless either way: the full model verifies every token.
@@ -141,17 +142,22 @@ class Eagle(Drafter):
         self._known = end
 
     # ------------------------------------------------------------------ drafting
+    def _run(self, feats: torch.Tensor, tokens: Sequence[int], positions: Sequence[int], mask_of) -> torch.Tensor:
+        """Feed ``feats`` ([q, H]) with the embeddings of ``tokens`` at ``positions`` into the head's cache
+        under the additive mask ``mask_of(dtype)`` builds (None: no mask); -> the predicted features [q, H]."""
+        model, device = self._model, feats.device
+        ids = torch.as_tensor(list(tokens), dtype=torch.long, device=device).view(1, -1)
+        embeds = model.embed_tokens(ids)
+        position_ids = torch.as_tensor(list(positions), dtype=torch.long, device=device).view(1, -1)
+        pos = model.rotary_emb(embeds, position_ids=position_ids)
+        return self.head(feats.view(1, len(tokens), -1).to(embeds.dtype), embeds, pos, position_ids=position_ids,
+                         cache=self._cache, attention_mask=mask_of(embeds.dtype))[0]
+
     def _step(self, feats: torch.Tensor, tokens: Sequence[int], start: int) -> torch.Tensor:
         """Feed ``feats`` ([q, H]) with the embeddings of ``tokens`` at positions ``start..``; -> last f_hat."""
-        model, head = self._model, self.head
-        ids = torch.as_tensor(list(tokens), dtype=torch.long, device=feats.device).view(1, -1)
-        embeds = model.embed_tokens(ids)
-        q = ids.shape[1]
-        position_ids = torch.arange(start, start + q, device=feats.device).view(1, -1)
-        pos = model.rotary_emb(embeds, position_ids=position_ids)
-        out = head(feats.view(1, q, -1).to(embeds.dtype), embeds, pos, position_ids=position_ids, cache=self._cache,
-                   attention_mask=causal_mask(start, q, embeds.dtype, feats.device))
-        return out[0, -1]
+        q = len(tokens)
+        return self._run(feats, tokens, range(start, start + q),
+                         lambda dtype: causal_mask(start, q, dtype, feats.device))[-1]
 
     def _first(self, tokens: Sequence[int]) -> torch.Tensor | None:
         """Feed the verified positions not yet in the cache; the predicted feature after ``tokens``."""
@@ -267,15 +273,10 @@ class Eagle(Drafter):
     def _step_tree(self, feats: torch.Tensor, tokens: list[int], positions: list[int], verified: int,
                    visible: list[list[bool]]) -> torch.Tensor:
         """One head pass over a layer of tree nodes: each sees the verified entries and its own ancestors."""
-        model, head, device = self._model, self.head, feats.device
-        ids = torch.tensor([tokens], dtype=torch.long, device=device)
-        embeds = model.embed_tokens(ids)
-        position_ids = torch.tensor([positions], dtype=torch.long, device=device)
-        pos = model.rotary_emb(embeds, position_ids=position_ids)
-        drafts = torch.zeros(len(tokens), len(visible[0]), dtype=embeds.dtype)
-        drafts.masked_fill_(~torch.tensor(visible, dtype=torch.bool), torch.finfo(embeds.dtype).min)
-        mask = torch.cat([torch.zeros(len(tokens), verified, dtype=embeds.dtype, device=device),
-                          drafts.to(device)], dim=1).view(1, 1, len(tokens), -1)
-        out = head(feats.unsqueeze(0).to(embeds.dtype), embeds, pos, position_ids=position_ids, cache=self._cache,
-                   attention_mask=mask)
-        return out[0]
+        def mask(dtype):
+            drafts = torch.zeros(len(tokens), len(visible[0]), dtype=dtype)  # draft entries only: small, on the host
+            drafts.masked_fill_(~torch.tensor(visible, dtype=torch.bool), torch.finfo(dtype).min)
+            return torch.cat([torch.zeros(len(tokens), verified, dtype=dtype, device=feats.device),
+                              drafts.to(feats.device)], dim=1).view(1, 1, len(tokens), -1)
+
+        return self._run(feats, tokens, positions, mask)
