@@ -107,12 +107,12 @@ def test_calibrate_prints_and_caches_the_costs(model_dir, capsys, tmp_path, monk
     monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
     assert main(["calibrate", "--model", model_dir, "--json"]) == 0
     costs = json.loads(capsys.readouterr().out)
-    assert sorted(map(int, costs["verify_curve"])) == list(range(1, 17)) and costs["step_s"] > 0
+    assert sorted(map(int, costs["verify_curve"]))[:16] == list(range(1, 17)) and costs["step_s"] > 0
     assert costs["key"]["device"] == "cpu" and costs["layer_cost"] >= 0
     assert len(list((tmp_path / "calibration").glob("*.json"))) == 1  # cached for the next use
     assert main(["calibrate", "--model", model_dir]) == 0
     out = capsys.readouterr().out
-    assert "verification c(k)" in out and "per layer pass" in out
+    assert "verification c(k)" in out and "per layer pass" in out and "trees planned up to" in out
 
 
 @pytest.mark.parametrize("method", ["optuna-tpe", "nevergrad-ngopt"])

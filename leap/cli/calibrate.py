@@ -27,7 +27,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"{model.name} on {costs.key['device']} ({costs.key['dtype']}, {costs.key['threads']} threads): "
           f"one-token step {costs.step_s * 1000:.2f} ms")
     print("verification c(k) = forward over k tokens / one token: "
-          + ", ".join(f"{k}: {v:.2f}" for k, v in costs.verify_curve.items()))
+          + ", ".join(f"{k}: {v:.2f}" for k, v in costs.verify_curve.items())
+          + f" (at {costs.context} tokens of context; trees planned up to {costs.max_tree_nodes} nodes)")
+    if costs.long_curve:
+        print(f"c(k) at {costs.long_context} tokens of context: "
+              + ", ".join(f"{k}: {v:.2f}" for k, v in costs.long_curve.items())
+              + " (between the two contexts, c is interpolated linearly)")
     print(f"draft: {costs.layer_cost:.4f} per layer pass, {costs.head_cost:.4f} per token beyond layers "
           "(embedding, norm, LM head, overhead); one-token draft forward by executed layers: "
           + ", ".join(f"{n}: {v:.2f}" for n, v in costs.draft_curve.items()))

@@ -43,7 +43,7 @@ from leap.core.errors import SettingsError
 from leap.core.modeling.draft_head import DraftHead
 from leap.core.modeling.kv_cache import LeapKVCache
 from leap.core.trees.draft_tree import DraftTree
-from leap.core.runtime.costs import MAX_K
+from leap.core.runtime.costs import DENSE_K
 from leap.core.verify.sampling import SamplingSettings, target_probs
 from leap.heads.dynamic_tree import Candidate, dynamic_tree
 from leap.heads.head import FeatureHead, causal_mask, load_head
@@ -73,7 +73,8 @@ class Eagle(Drafter):
         if width < 1 or tree_nodes < 0:
             raise SettingsError(f"eagle: width >= 1 and tree_nodes >= 0, got {width} and {tree_nodes}")
         self.shape, self.width = shape, int(width)
-        self.tree_nodes = 0 if shape == "chain" else int(tree_nodes) or (MAX_K if shape == "opt" else 16)
+        self.tree_nodes = 0 if shape == "chain" else int(tree_nodes) or DENSE_K
+        self._nodes_from_costs = shape == "opt" and not int(tree_nodes)  # the calibration's max_tree_nodes
         self.needs_costs = shape == "opt"
         self.costs = None
         if shape != "chain":  # one read of each layer's candidates (and of the root's), whatever the tree keeps
@@ -121,6 +122,8 @@ class Eagle(Drafter):
 
     def use_costs(self, costs) -> None:
         self.costs = costs
+        if self._nodes_from_costs:
+            self.tree_nodes = costs.max_tree_nodes
 
     def begin(self, prompt: Sequence[int]) -> None:
         self._features, self._known, self._fed = None, 0, 0
@@ -266,7 +269,7 @@ class Eagle(Drafter):
             overhead = self.costs.drafter_overhead.get(self.name, 0.0) if self.costs is not None else 0.0
             tree = dynamic_tree(self._candidates(root.view(1, -1))[0], expand, depth=depth, width=self.width,
                                 max_nodes=self.tree_nodes, costs=self.costs if self.shape == "opt" else None,
-                                overhead=overhead, stop_tokens=self._eos)
+                                overhead=overhead, stop_tokens=self._eos, context=n)
             self._restart_cache(n - 1)
             return tree
 

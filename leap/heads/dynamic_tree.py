@@ -50,7 +50,7 @@ Expand = Callable[[list[int], list[Candidate]], list[tuple[Sequence[int], Sequen
 
 def dynamic_tree(first: tuple[Sequence[int], Sequence[float]], expand: Expand, *, depth: int, width: int,
                  max_nodes: int, costs=None, overhead: float = 0.0,
-                 stop_tokens: Collection[int] = ()) -> DraftTree:
+                 stop_tokens: Collection[int] = (), context: int | None = None) -> DraftTree:
     """EAGLE-2's tree: ``first`` are the root's candidates (ids, probabilities); ``expand`` the head's pass
     over one layer of nodes. Nodes carrying a ``stop_tokens`` token (end of sequence) are never expanded.
     With ``costs`` (a :class:`~leap.core.runtime.costs.Calibration`) the tree is cut by OPT-Tree's budget."""
@@ -78,5 +78,5 @@ def dynamic_tree(first: tuple[Sequence[int], Sequence[float]], expand: Expand, *
         c = candidates[i]
         row_of[i] = tree.add(row_of[c.parent], c.token, score=c.value)
     if costs is not None:
-        tree = tree.prefix(budget_by_expected_acceptance(tree.scores, costs, overhead))
+        tree = tree.prefix(budget_by_expected_acceptance(tree.scores, costs, overhead, context))
     return tree

@@ -9,8 +9,13 @@ machine's numbers live in the code.
 Measured (:func:`calibrate`), all relative to ``step_s``, one full forward over one token at the
 calibration context length (what a plain decoding step costs):
 
-* ``verify_curve[k]`` = c(k): a full forward over ``k`` tokens (k = 1..16; verifying ``d`` draft
-  tokens is a forward over ``d + 1``);
+* ``verify_curve[k]`` = c(k): a full forward over ``k`` tokens (verifying ``d`` draft tokens is a forward
+  over ``d + 1``), at every k up to 16, then at 24, 32, 48, 64 for as long as the curve keeps paying
+  (:func:`keeps_paying`: once an extra token costs a whole plain step, no extra draft node can raise the
+  speed of a step that pays, so larger trees are never planned: :attr:`Calibration.max_tree_nodes`);
+* ``long_curve[k]``: c(k) again at a longer context (``long_context``, 8x the first where the model
+  allows), on a sparse grid, in plain steps at that context; :meth:`Calibration.verify` interpolates
+  between the two contexts, so a tree planned at 2,000 tokens of context is not sized by costs at 128;
 * ``draft_curve[n]``: a one-token draft forward that executes the first ``n`` layers (n = 1, L/4, L/2,
   3L/4, L) and the LM head; ``layer_cost``: one decoder-layer pass over one token, and ``head_cost``:
   what a one-token draft forward costs beyond its layer passes (embedding, final norm, LM head,
@@ -43,9 +48,35 @@ import torch
 
 from leap.core.runtime.device import wall_clock
 from leap.core.modeling.model import LeapModel
-from leap.core.runtime.costs import MAX_K, Calibration
+from leap.core.runtime.costs import DENSE_K, MAX_K, Calibration
 
-__all__ = ["Calibration", "calibrate", "calibration_for", "calibration_key", "MAX_K"]
+__all__ = ["Calibration", "calibrate", "calibration_for", "calibration_key", "keeps_paying", "verify_grid", "MAX_K"]
+
+#: bumped when what :func:`calibrate` measures changes, so cached calibrations of an older kind are measured again
+CALIBRATION_SCHEMA = 2
+
+
+def verify_grid(max_k: int) -> list[int]:
+    """The k at which c(k) is measured: every k up to ``DENSE_K``, then 1.5x and 2x each power of two."""
+    grid = list(range(2, min(max_k, DENSE_K) + 1))
+    m = DENSE_K
+    while m < max_k:
+        grid += [k for k in (m + m // 2, 2 * m) if k <= max_k]
+        m *= 2
+    return grid
+
+
+def keeps_paying(curve: dict[int, float]) -> bool:
+    """Whether the measured curve's last stretch still costs less than one plain step per extra token.
+
+    A draft node commits at most one token; once verifying one more token costs a whole plain step,
+    adding nodes cannot raise ``(1 + accepted) / cost`` above 1 for any tree, so the curve is not
+    measured further and trees are never planned beyond it."""
+    ks = sorted(curve)
+    if len(ks) < 2:
+        return True
+    k0, k1 = ks[-2], ks[-1]
+    return (curve[k1] - curve[k0]) / (k1 - k0) < 1.0
 
 def calibration_key(model: LeapModel) -> dict[str, Any]:
     """What the costs depend on: the model (name and architecture), device and the chip it is (CPU model
@@ -63,6 +94,7 @@ def calibration_key(model: LeapModel) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "onednn_linears": int(model.info.get("onednn_linears", 0)),
+        "schema": CALIBRATION_SCHEMA,
     }
 
 
@@ -96,39 +128,55 @@ def _model_free_drafters() -> list[str]:
             if not drafters.get(name).uses_layers and not drafters.get(name).needs_costs]
 
 
+def _verification_curve(forward: Callable[..., Any], grid: Sequence[int], repeats: int, device,
+                        step_times: list[float]) -> dict[int, float]:
+    """c(k) over ``grid``; past ``DENSE_K`` only while :func:`keeps_paying`."""
+    curve = {1: 1.0}
+    plain = lambda: forward(1)  # noqa: E731
+    for k in grid:
+        if k > DENSE_K and not keeps_paying(curve):
+            break
+        curve[k] = _interleaved(lambda k=k: forward(k), plain, repeats, device, step_times)
+    return curve
+
+
 def calibrate(model: LeapModel, *, context: int = 128, repeats: int = 5, max_k: int = MAX_K,
-              drafter_names: Sequence[str] | None = None, seed: int = 0,
+              long_context: int | None = None, drafter_names: Sequence[str] | None = None, seed: int = 0,
               progress: Callable[[str], None] | None = None) -> Calibration:
     """Measure the costs of ``model`` on its device (see the module docstring).
 
     ``context`` tokens (random ids, fixed ``seed``) are prefilled first, so every forward attends to
     a realistic cache; each ratio is the median of ``repeats`` timed runs over the median of as many
     plain one-token steps timed alternately with them (so a shared machine's drift cancels), after a
-    warm-up run.
+    warm-up run. The curve is measured again at ``long_context`` (default ``8 * context``, capped by
+    the model's context; ``0``: not measured) on a sparse grid.
     """
     from leap.core.modeling.layers import LayerStack
 
     stack = LayerStack(model)
     dev = model.device
     gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, model.vocab_size, (context + max_k + 1,), generator=gen).tolist()
+    if long_context is None:
+        long_context = min(8 * context, model.max_context - max_k - 2)
+    long_context = long_context if long_context > context else 0
+    total = max(context, long_context) + max_k + 1
+    ids = torch.randint(0, model.vocab_size, (total,), generator=gen).tolist()
     with torch.inference_mode():
-        cache = stack.new_cache(len(ids) + 2)
+        cache = stack.new_cache(total + 2)
         stack.run_layers(stack.embed(ids[:context]), stack.full_plan, cache, 0)
+        at = [context]  # the context the forwards below attend to
 
         def forward(k: int, plan=None) -> torch.Tensor:
-            hidden = stack.run_layers(stack.embed(ids[context: context + k]), plan or stack.full_plan, cache, context)
+            hidden = stack.run_layers(stack.embed(ids[at[0]: at[0] + k]), plan or stack.full_plan, cache, at[0])
             logits = stack.logits(hidden[:, -1:])
-            stack.rollback(cache, context)
+            stack.rollback(cache, at[0])
             return logits
 
         for k in (1, max_k):  # warm-up: kernels, allocator, oneDNN primitives
             forward(k)
         step_times: list[float] = []
         plain = lambda: forward(1)  # noqa: E731
-        curve = {1: 1.0}
-        for k in range(2, max_k + 1):
-            curve[k] = _interleaved(lambda k=k: forward(k), plain, repeats, dev, step_times)
+        curve = _verification_curve(forward, verify_grid(max_k), repeats, dev, step_times)
         if progress:
             progress("verification curve")
 
@@ -143,6 +191,15 @@ def calibrate(model: LeapModel, *, context: int = 128, repeats: int = 5, max_k: 
         if progress:
             progress("draft costs")
         logits = forward(2)[0].unsqueeze(0).expand(2, -1)
+        long_curve: dict[int, float] = {}
+        if long_context:  # the same forwards after ``long_context`` tokens, timed against plain steps there
+            stack.run_layers(stack.embed(ids[context:long_context]), stack.full_plan, cache, context)
+            at[0] = long_context
+            forward(1), forward(max(curve))
+            sparse = [k for k in sorted(curve) if k > 1 and (k & (k - 1) == 0 or k == max(curve))]
+            long_curve = _verification_curve(forward, sparse, repeats, dev, [])
+            if progress:
+                progress(f"verification curve at context {long_context}")
 
     overhead: dict[str, float] = {}
     from leap.core.drafters import make_drafter
@@ -175,7 +232,8 @@ def calibrate(model: LeapModel, *, context: int = 128, repeats: int = 5, max_k: 
     if progress:
         progress("drafter overheads")
     draft_curve = dict(zip(counts, ratios))
-    return Calibration(calibration_key(model), step, curve, layer_cost, head_cost, overhead, context, draft_curve)
+    return Calibration(calibration_key(model), step, curve, layer_cost, head_cost, overhead, context, draft_curve,
+                       long_curve, long_context if long_curve else 0)
 
 
 def _cache_file(key: dict[str, Any]) -> Path:

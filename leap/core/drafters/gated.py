@@ -73,19 +73,19 @@ class Gated(Drafter):
         if self.inner.needs_costs:
             self.inner.use_costs(costs)
 
-    def threshold(self, nodes: int) -> float:
+    def threshold(self, nodes: int, context: int | None = None) -> float:
         """The accepted length a draft of ``nodes`` tokens must reach to pay: ``min_accept``, or the
-        calibrated break-even ``c(nodes + 1) - 1 + overhead``."""
+        calibrated break-even ``c(nodes + 1) - 1 + overhead`` at ``context`` tokens."""
         if self.min_accept is not None:
             return self.min_accept
         if self._costs is None:
             raise RuntimeError("gated: no costs yet; the decoder calls use_costs() when the drafter joins a "
                                "session (or give min_accept=...)")
-        return self._costs.step_cost(nodes, drafter=self.inner.name) - 1.0
+        return self._costs.step_cost(nodes, drafter=self.inner.name, context=context) - 1.0
 
-    def pays(self, bucket: int, nodes: int = 1) -> bool:
+    def pays(self, bucket: int, nodes: int = 1, context: int | None = None) -> bool:
         """Whether to draft ``nodes`` tokens in ``bucket`` now (counts a withheld proposal when not)."""
-        if self.stats.expected(bucket) >= self.threshold(nodes):
+        if self.stats.expected(bucket) >= self.threshold(nodes, context):
             return True
         self.skipped[bucket] = self.skipped.get(bucket, 0) + 1
         if self.skipped[bucket] >= self.retry:
@@ -100,7 +100,7 @@ class Gated(Drafter):
         if not len(tree):
             return tree
         bucket = self.bucket(len(tree))
-        if not self.pays(bucket, len(tree)):
+        if not self.pays(bucket, len(tree), len(tokens)):
             return DraftTree()
         self._bucket = bucket
         return tree

@@ -114,19 +114,19 @@ class Select(Drafter):
         self._open = still_open
 
 
-    def expected_gain(self, candidate: int, bucket: int, nodes: int) -> float:
+    def expected_gain(self, candidate: int, bucket: int, nodes: int, context: int | None = None) -> float:
         """Predicted speedup of a step drafting ``nodes`` tokens with ``candidate`` in ``bucket``."""
         accepted = self.stats.expected((candidate, bucket))
-        return (1.0 + accepted) / self.step_cost(candidate, nodes)
+        return (1.0 + accepted) / self.step_cost(candidate, nodes, context)
 
-    def step_cost(self, candidate: int, nodes: int) -> float:
-        """A step drafting ``nodes`` tokens with ``candidate``, in plain steps."""
+    def step_cost(self, candidate: int, nodes: int, context: int | None = None) -> float:
+        """A step drafting ``nodes`` tokens with ``candidate`` after ``context`` tokens, in plain steps."""
         if self.overhead is not None:
             return 1.0 + self.overhead + self.per_token * nodes
         if self._costs is None:
             raise RuntimeError("select: no costs yet; the decoder calls use_costs() when the drafter joins a "
                                "session (or give overhead=... and per_token=...)")
-        return self._costs.step_cost(nodes, drafter=self.candidates[candidate].name)
+        return self._costs.step_cost(nodes, drafter=self.candidates[candidate].name, context=context)
 
     def use_costs(self, costs) -> None:
         self._costs = costs
@@ -142,7 +142,7 @@ class Select(Drafter):
                 continue
             bucket = bucket_of(cand, len(tree), self.max_bucket)
             self._open.append((start, i, bucket, tree))
-            gain = self.expected_gain(i, bucket, len(tree))
+            gain = self.expected_gain(i, bucket, len(tree), len(tokens))
             if best is None or gain > best[0]:
                 best = (gain, i, tree)
         self._chosen = None

@@ -50,7 +50,7 @@ from collections.abc import Sequence
 
 import torch
 
-from leap.core.runtime.costs import MAX_K
+from leap.core.runtime.costs import DENSE_K
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
@@ -88,7 +88,8 @@ class Stand(Drafter):
         self.order, self.top_k, self.num_tokens, self.max_entries = int(order), int(top_k), int(num_tokens), \
             int(max_entries)
         self.update, self.shape = update, shape
-        self.tree_nodes = int(tree_nodes) or (MAX_K if shape in ("best-first", "opt") else 0)
+        self.tree_nodes = int(tree_nodes) or (DENSE_K if shape in ("best-first", "opt") else 0)
+        self._nodes_from_costs = shape == "opt" and not int(tree_nodes)  # the calibration's max_tree_nodes
         if shape == "delayed":
             self.tree_nodes = trunk + branches * branch_len
         self.trunk, self.branches, self.branch_len = int(trunk), int(branches), int(branch_len)
@@ -105,6 +106,8 @@ class Stand(Drafter):
 
     def use_costs(self, costs) -> None:
         self.costs = costs
+        if self._nodes_from_costs:
+            self.tree_nodes = costs.max_tree_nodes
 
     # ------------------------------------------------------------------ learning from the verifier
     def begin(self, prompt: Sequence[int]) -> None:
@@ -234,7 +237,7 @@ class Stand(Drafter):
             return [(t, s, (*path, t)[-self.order:]) for (t, _, _), s in zip(ranked, scores)]
 
         return shaped_tree(expand, (), shape=self.shape, max_nodes=self.tree_nodes, max_depth=depth,
-                           costs=self.costs, who="stand",
+                           costs=self.costs, who="stand", context=len(tokens),
                            overhead=self.costs.drafter_overhead.get(self.name, 0.0) if self.costs else 0.0)
 
     def propose_sampled_tree(self, tokens: Sequence[int], max_depth: int,

@@ -28,7 +28,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 
-from leap.core.runtime.costs import MAX_K
+from leap.core.runtime.costs import DENSE_K
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.trees.opt_tree import check_shape, shaped_tree
 from leap.core.drafters.base import Drafter, drafters
@@ -132,7 +132,8 @@ class SuffixDrafter(Drafter):
             raise SettingsError("suffix needs 1 <= max_match < max_depth, num_tokens >= 1, alpha > 0, "
                                 "0 <= min_prob <= 1, max_nodes >= max_depth and tree_nodes >= 0")
         self.shape = check_shape(shape, "suffix")
-        self.tree_nodes = int(tree_nodes) or (MAX_K if shape == "opt" else 0)
+        self.tree_nodes = int(tree_nodes) or (DENSE_K if shape == "opt" else 0)
+        self._nodes_from_costs = shape == "opt" and not int(tree_nodes)  # the calibration's max_tree_nodes
         self.needs_costs, self.costs = shape == "opt", None
         self.max_match = int(max_match)
         self.num_tokens, self.alpha, self.min_prob, self.max_nodes = int(num_tokens), float(alpha), float(min_prob), \
@@ -199,10 +200,13 @@ class SuffixDrafter(Drafter):
         if not limit:
             return DraftTree()
         return shaped_tree(trie.successors, node, shape=self.shape, max_nodes=self.tree_nodes, max_depth=limit,
-                           costs=self.costs, overhead=self._overhead(), min_prob=self.min_prob, who="suffix")
+                           costs=self.costs, overhead=self._overhead(), min_prob=self.min_prob, who="suffix",
+                           context=len(tokens))
 
     def use_costs(self, costs) -> None:
         self.costs = costs
+        if self._nodes_from_costs:
+            self.tree_nodes = costs.max_tree_nodes
 
     def _overhead(self) -> float:
         return self.costs.drafter_overhead.get(self.name, 0.0) if self.costs is not None else 0.0

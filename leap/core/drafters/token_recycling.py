@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from leap.core.runtime.costs import MAX_K
+from leap.core.runtime.costs import DENSE_K
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.trees.opt_tree import check_shape, shaped_tree
 from leap.core.drafters.base import Drafter, drafters
@@ -54,7 +54,8 @@ class TokenRecycling(Drafter):
                                 "0 < rank_decay < 1")
         self.top_k, self.num_tokens = int(top_k), int(num_tokens)
         self.shape = check_shape(shape, "token-recycling")
-        self.tree_nodes = int(tree_nodes) or (MAX_K if shape == "opt" else 0)
+        self.tree_nodes = int(tree_nodes) or (DENSE_K if shape == "opt" else 0)
+        self._nodes_from_costs = shape == "opt" and not int(tree_nodes)  # the calibration's max_tree_nodes
         self.rank_decay = float(rank_decay)
         self.needs_costs, self.costs = shape == "opt", None
         self.matrix: np.ndarray | None = None  # [vocab, top_k] int32, -1 = never observed
@@ -83,10 +84,12 @@ class TokenRecycling(Drafter):
         return shaped_tree(self._successors, int(tokens[-1]), shape=self.shape, max_nodes=self.tree_nodes,
                            max_depth=min(max_depth, self.num_tokens), costs=self.costs,
                            overhead=self.costs.drafter_overhead.get(self.name, 0.0) if self.costs else 0.0,
-                           who="token-recycling")
+                           who="token-recycling", context=len(tokens))
 
     def use_costs(self, costs) -> None:
         self.costs = costs
+        if self._nodes_from_costs:
+            self.tree_nodes = costs.max_tree_nodes
 
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         if self.matrix is None or not tokens:

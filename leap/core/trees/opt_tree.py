@@ -16,7 +16,10 @@ expected speed in plain steps,
 with ``c`` the verification curve calibrated on the machine at hand
 (:class:`~leap.core.decoding.calibrate.Calibration`), maximised over ``n`` (``n = 0``: do not draft, value 1).
 On a memory-bound GPU ``c`` is nearly flat and trees grow large; on this project's CPU verifying 16
-tokens costs ~1.5 steps and trees stay small. No node budget is a constant in the code.
+tokens costs ~1.5 steps and trees stay small. No node budget is a constant in the code: a drafter's cap
+is its ``tree_nodes`` when given, else the calibration's
+:attr:`~leap.core.runtime.costs.Calibration.max_tree_nodes` (the curve is measured up to 64 tokens for as
+long as it keeps paying), and ``c`` is read at the step's context length.
 
 Who calls what: drafters that score their candidates (``stand``, ``suffix``, ``token-recycling``)
 with ``shape="opt"`` call :func:`opt_tree` from ``propose_tree`` (``leap bench --method-arg
@@ -33,19 +36,22 @@ from leap.core.errors import SettingsError
 __all__ = ["expected_speed", "budget_by_expected_acceptance", "opt_tree", "shaped_tree", "check_shape"]
 
 
-def expected_speed(scores: Sequence[float], nodes: int, costs, overhead: float = 0.0) -> float:
-    """Expected committed tokens per plain step of a tree made of the first ``nodes`` of ``scores``."""
+def expected_speed(scores: Sequence[float], nodes: int, costs, overhead: float = 0.0,
+                   context: int | None = None) -> float:
+    """Expected committed tokens per plain step of a tree made of the first ``nodes`` of ``scores``, verified
+    after ``context`` tokens (``None``: at the calibration's context)."""
     if nodes <= 0:
         return 1.0
-    return (1.0 + sum(scores[:nodes])) / (costs.verify(nodes + 1) + overhead)
+    return (1.0 + sum(scores[:nodes])) / (costs.verify(nodes + 1, context) + overhead)
 
 
-def budget_by_expected_acceptance(scores: Sequence[float], costs, overhead: float = 0.0) -> int:
+def budget_by_expected_acceptance(scores: Sequence[float], costs, overhead: float = 0.0,
+                                  context: int | None = None) -> int:
     """The ``n`` (0..len(scores)) that maximises :func:`expected_speed`; ties go to the smaller tree."""
     best_n, best, total = 0, 1.0, 0.0
     for n, s in enumerate(scores, 1):
         total += float(s)
-        value = (1.0 + total) / (costs.verify(n + 1) + overhead)
+        value = (1.0 + total) / (costs.verify(n + 1, context) + overhead)
         if value > best + 1e-12:
             best_n, best = n, value
     return best_n
@@ -59,9 +65,9 @@ def opt_tree(expand: Callable[[Hashable], Iterable[tuple[int, float, Hashable]]]
 
 
 def shaped_tree(expand, root, *, shape: str, max_nodes: int, max_depth: int, costs, overhead: float = 0.0,
-                min_prob: float = 0.0, who: str = "this drafter") -> DraftTree:
+                min_prob: float = 0.0, who: str = "this drafter", context: int | None = None) -> DraftTree:
     """A drafter's scored tree: best-first within ``max_nodes`` (``shape="best-first"``), or OPT-Tree's
-    cut of it by the calibrated costs (``shape="opt"``)."""
+    cut of it by the calibrated costs at ``context`` tokens (``shape="opt"``)."""
     if shape == "best-first":
         return best_first_tree(expand, root, max_nodes, max_depth, min_prob)
     if shape != "opt":
@@ -70,7 +76,7 @@ def shaped_tree(expand, root, *, shape: str, max_nodes: int, max_depth: int, cos
         raise SettingsError(f"{who} with shape='opt' needs the machine's costs: run it in a decoder session "
                             "(which calls use_costs) or call use_costs(calibration) first")
     tree = best_first_tree(expand, root, max_nodes, max_depth, min_prob)
-    return tree.prefix(budget_by_expected_acceptance(tree.scores, costs, overhead))
+    return tree.prefix(budget_by_expected_acceptance(tree.scores, costs, overhead, context))
 
 
 def check_shape(shape: str, who: str, shapes: tuple[str, ...] = ("best-first", "opt")) -> str:

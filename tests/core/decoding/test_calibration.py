@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leap.core.runtime.costs import Calibration
-from leap.core.decoding.calibrate import calibrate, calibration_for
+from leap.core.runtime.costs import DENSE_K, MAX_K, Calibration
+from leap.core.decoding import calibrate as calibrate_module
+from leap.core.decoding.calibrate import calibrate, calibration_for, keeps_paying, verify_grid
 from leap.core.config import LayerConfig
 from leap.core.decoding.decoder import SelfSpecDecoder
 from tests.costs import fake_costs
@@ -23,7 +24,13 @@ def tiny_costs(tiny_llama):
 
 def test_calibration_measures_every_part(tiny_costs, tiny_llama):
     L = tiny_llama.num_layers
-    assert sorted(tiny_costs.verify_curve) == list(range(1, 17)) and tiny_costs.verify_curve[1] == 1.0
+    ks = sorted(tiny_costs.verify_curve)
+    assert ks[:16] == list(range(1, 17)) and tiny_costs.verify_curve[1] == 1.0
+    assert ks[16:] == verify_grid(MAX_K)[15: len(ks) - 1]  # the sparse grid, as far as it kept paying
+    assert tiny_costs.max_tree_nodes == ks[-1] - 1
+    # a second context: the model's limit (256 positions) allows 8 x 32 less the curve's room
+    assert tiny_costs.long_context == min(8 * 32, tiny_llama.max_context - MAX_K - 2)
+    assert 1 in tiny_costs.long_curve and max(tiny_costs.long_curve) == ks[-1]
     assert max(tiny_costs.draft_curve) == L and min(tiny_costs.draft_curve) == 1
     assert tiny_costs.layer_cost > 0 and tiny_costs.head_cost >= 0
     assert {"prompt-lookup", "suffix", "token-recycling"} <= set(tiny_costs.drafter_overhead)
@@ -126,3 +133,44 @@ def test_another_chip_never_reads_this_machines_costs(tiny_llama, tmp_path, monk
     monkeypatch.setattr(provenance, "processor_name", lambda device=None: "Another CPU @ 9.9GHz")
     other = calibration_for(tiny_llama)
     assert len(measured) == 2 and other.key["processor"] == "Another CPU @ 9.9GHz"
+
+
+# ---------------------------------------------------------------- how far the curve is measured (issue 20)
+def test_the_grid_is_dense_then_doubling():
+    assert verify_grid(16) == list(range(2, 17))
+    assert verify_grid(64) == [*range(2, 17), 24, 32, 48, 64]
+    assert verify_grid(10) == list(range(2, 11))
+
+
+@given(per_token=st.lists(st.floats(0.0, 2.0), min_size=4, max_size=4))
+def test_the_curve_is_measured_until_an_extra_token_costs_a_plain_step(per_token, monkeypatch):
+    """Synthetic timings: c(k) flat to 16, then the stretches 16-24, 24-32, 32-48, 48-64 cost ``per_token``
+    plain steps per extra token. The curve ends right after the first stretch that costs >= 1 per token,
+    and ``max_tree_nodes`` follows it."""
+    ends = [16, 24, 32, 48, 64]
+    c = {k: 1.0 for k in range(1, 17)}
+    for (k0, k1), slope in zip(zip(ends, ends[1:]), per_token):
+        for k in range(k0 + 1, k1 + 1):
+            c[k] = c[k0] + slope * (k - k0)
+    monkeypatch.setattr(calibrate_module, "_interleaved", lambda fn, ref, repeats, device, steps: c[fn()])
+    curve = calibrate_module._verification_curve(lambda k: k, verify_grid(MAX_K), 1, "cpu", [])
+    stop = next((i for i, slope in enumerate(per_token) if slope >= 1.0), None)
+    expected_end = ends[stop + 1] if stop is not None else 64
+    assert max(curve) == expected_end and all(curve[k] == c[k] for k in curve)
+    assert keeps_paying(curve) == (stop is None or per_token[stop] < 1.0)
+    costs = Calibration({}, 1.0, curve, 0.0, 0.0)
+    assert costs.max_tree_nodes == expected_end - 1
+
+
+@given(tokens=st.integers(1, 80), context=st.integers(0, 3000))
+def test_verification_cost_is_interpolated_between_the_measured_contexts(tokens, context):
+    short = {k: 1.0 + 0.02 * (k - 1) for k in (1, 2, 4, 8, 16)}
+    long = {k: 1.0 + 0.10 * (k - 1) for k in (1, 2, 4, 8, 16)}
+    costs = Calibration({}, 1.0, short, 0.0, 0.0, context=128, long_curve=long, long_context=1024)
+    a, b = Calibration({}, 1.0, short, 0.0, 0.0).verify(tokens), Calibration({}, 1.0, long, 0.0, 0.0).verify(tokens)
+    w = min(max((context - 128) / (1024 - 128), 0.0), 1.0)
+    assert costs.verify(tokens, context) == pytest.approx(a + w * (b - a))
+    assert costs.verify(tokens) == a  # no context: the calibration's own
+    if context >= 1024:
+        assert costs.verify(tokens, context) == pytest.approx(b)
+    assert Calibration.from_dict(costs.to_dict()).verify(tokens, context) == costs.verify(tokens, context)

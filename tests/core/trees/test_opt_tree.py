@@ -65,3 +65,51 @@ def test_opt_shaped_drafters_ask_for_costs(name):
         drafter.propose_tree([1, 2, 1, 2, 1, 2, 1], 4)
     drafter.use_costs(_costs(0.0))
     assert len(drafter.propose_tree([1, 2, 1, 2, 1, 2, 1], 4)) >= 1
+
+
+# ---------------------------------------------------------------- caps and contexts from the calibration (issue 20)
+@pytest.mark.parametrize("name", ["stand", "suffix", "token-recycling", "eagle"])
+def test_opt_trees_grow_as_far_as_the_calibrated_curve(name):
+    """No constant caps an OPT-Tree: without ``tree_nodes`` the cap is the calibration's ``max_tree_nodes``
+    (a flat curve measured to 64 tokens: 63 nodes), and an explicit ``tree_nodes`` wins."""
+    kwargs = {"head": "untrained"} if name == "eagle" else {}
+    far, near, told = (make_drafter(name, shape="opt", **kwargs) for _ in range(3))
+    far.use_costs(_costs(0.0, k=64))
+    near.use_costs(_costs(0.0, k=16))
+    told = make_drafter(name, shape="opt", tree_nodes=5, **kwargs)
+    told.use_costs(_costs(0.0, k=64))
+    assert (far.tree_nodes, near.tree_nodes, told.tree_nodes) == (63, 15, 5)
+
+
+class _Spy(Calibration):
+    """Costs that remember the context every verification cost was asked at."""
+
+    def verify(self, tokens, context=None):
+        self.asked.append(context)
+        return super().verify(tokens, context)
+
+
+@pytest.mark.parametrize("name", ["stand", "suffix", "token-recycling"])
+def test_opt_trees_are_sized_at_the_steps_context(name):
+    import torch
+
+    drafter = make_drafter(name, shape="opt")
+    costs = _Spy(key={}, step_s=1.0, verify_curve={1: 1.0, 16: 1.0}, layer_cost=0.0, head_cost=0.0)
+    costs.asked = []
+    drafter.use_costs(costs)
+    history = [1, 2, 3, 1, 2, 4, 1, 2, 3, 1, 2, 3, 1, 2]
+    drafter.begin(history[:6])
+    if drafter.needs_logits:
+        drafter.observe(history[:8], torch.randn(8, 8, generator=torch.Generator().manual_seed(0)))
+    for t in range(7, len(history) + 1):
+        drafter.feedback(0, 0)
+        drafter.propose_tree(history[:t], 4)
+    assert costs.asked and set(costs.asked) <= set(range(7, len(history) + 1)), costs.asked
+
+
+def test_a_longer_context_shrinks_the_tree_when_verification_gets_dearer():
+    scores = [0.9, 0.6, 0.4, 0.3, 0.2, 0.15, 0.1, 0.05]
+    costs = Calibration(key={}, step_s=1.0, verify_curve={1: 1.0, 16: 1.0}, layer_cost=0.0, head_cost=0.0,
+                        context=128, long_curve={1: 1.0, 16: 7.0}, long_context=2048)
+    short, long = (budget_by_expected_acceptance(scores, costs, context=c) for c in (100, 4096))
+    assert short == len(scores) and long < short
