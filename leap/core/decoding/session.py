@@ -8,12 +8,13 @@ transformers' ``_assisted_decoding``). :class:`DecodingSession` is created by
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from leap.core.config import LayerConfig
+from leap.core.decoding.step_draft import StepDraft as _Draft
+from leap.core.decoding.step_draft import describe as _describe
 from leap.core.modeling.draft_head import DraftHead
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.drafters import Drafter
@@ -23,7 +24,9 @@ from leap.core.modeling.low_bit_layers import replacements
 from leap.core.decoding.outcome import GenerationOutcome, StepRecord
 from leap.core.verify.sampling import (
     SamplingSettings,
+    draft_rows,
     greedy_accept,
+    greedy_accept_deferred,
     sample,
     speculative_accept,
     target_probs,
@@ -34,34 +37,17 @@ __all__ = ["DecodingSession", "HOST_READS_PER_STEP", "HOST_READS_PER_LAYER_TOKEN
 
 #: Host reads of device tensors (syncs on a GPU) the session itself makes per step, beyond what its drafter,
 #: draft policy and tree rule declare (``host_reads_per_*`` on their base classes): verification reads the
-#: accepted count and the next token once (greedy or sampled, chain or tree); the layer draft reads each
-#: token it drafts, to feed it back and check it for EOS. ``tests/core/runtime/test_host_reads.py``
+#: accepted count and the next token once (greedy or sampled, chain or tree). A layer draft under sampling,
+#: or with a policy that reads, reads each token it drafts (to sample, feed back and check for EOS); a greedy
+#: layer draft with a policy that reads nothing reads none - its tokens come with verification's one read,
+#: so a greedy layer-drafted step makes one read in all. ``tests/core/runtime/test_host_reads.py``
 #: counts them at run time (:class:`leap.core.runtime.host_reads.HostReads`) for every registered
 #: drafter, policy and rule.
 HOST_READS_PER_STEP = 1
 HOST_READS_PER_LAYER_TOKEN = 1
 
 
-def _describe(drafter: Drafter | None, cfg: LayerConfig | None) -> str | None:
-    """A step's or outcome's ``config`` string: the LayerConfig, ``drafter:NAME`` or ``drafter:NAME+CONFIG``."""
-    if drafter is None or drafter.name == "layer-skip":
-        return str(cfg) if cfg is not None else None
-    return f"drafter:{drafter.name}" + (f"+{cfg}" if cfg is not None else "")
-
 _DEFAULT = object()  # "use the decoder's configuration" in DecodingSession.step
-
-
-@dataclass
-class _Draft:
-    """What one step's drafting produced (:meth:`DecodingSession._step`)."""
-
-    t_start: object  # the step's first clock mark
-    tokens: list[int] = field(default_factory=list)
-    q_rows: list[torch.Tensor] = field(default_factory=list)  # draft distributions (sampling)
-    saved: list[torch.Tensor] = field(default_factory=list)  # exact-prefix outputs, reused by verification
-    prefix: int = 0  # layers of the exact prefix (0: none kept)
-    layer_tokens: int = 0  # tokens the layers drafted
-    spans: list[tuple] = field(default_factory=list)  # (start, end) marks of model computation
 
 
 class DecodingSession:
@@ -241,18 +227,17 @@ class DecodingSession:
 
     def _take_free_tokens(self, draft: _Draft, tokens, distributions=None) -> None:
         """Step 1a: a model-free chain; its draft distribution is one-hot (deterministic proposals,
-        ``None``), or the ``{token: q}`` map a sampling drafter drew the token from."""
-        device = self.stack.device
+        ``None``), or the ``{token: q}`` map a sampling drafter drew the token from. Under sampling the
+        chain's rows are filled on the device in one scatter (two host-to-device copies per step)."""
+        taken: list[dict[int, float]] = []
         for i, token in enumerate(tokens):
             draft.tokens.append(int(token))
-            if not self.settings.greedy:
-                q = distributions[i] if distributions is not None and distributions[i] is not None \
-                    else {int(token): 1.0}
-                row = torch.zeros(self.decoder.model.vocab_size, device=device)
-                row[torch.tensor(list(q), device=device)] = torch.tensor(list(q.values()), device=device)
-                draft.q_rows.append(row)
+            taken.append(distributions[i] if distributions is not None and distributions[i] is not None
+                         else {int(token): 1.0})
             if token in self._eos:
                 break
+        if not self.settings.greedy and taken:
+            draft.q_rows.extend(draft_rows(taken, self.decoder.model.vocab_size, self.stack.device).unbind(0))
 
     def _draft_with_layers(self, draft: _Draft, cfg: LayerConfig, base: int, max_k: int) -> None:
         """Step 1b: the layer-skip draft continues the chain token by token until the policy stops it.
@@ -266,8 +251,11 @@ class DecodingSession:
         if self.policy.needs_costs:
             self.policy.use_costs(self.decoder.costs, cfg.layer_passes)
         self.policy.begin()
+        # greedy, with a policy that reads nothing: the drafted tokens stay on the device until verification
+        # reads them with its own result (one read per step); EOS is then cut by _commit
+        deferred = settings.greedy and self.policy.host_reads_per_token == 0
         feed, fed = [self.tokens[base], *draft.tokens], 0  # model-free tokens go through the layers in one pass
-        while len(draft.tokens) < max_k:
+        while draft.count < max_k:
             t0 = clock.mark()
             hidden = stack.run_layers(stack.embed(feed), head_plan, self.cache, base + fed)
             draft.saved.append(hidden)
@@ -276,10 +264,16 @@ class DecodingSession:
             draft.spans.append((t0, clock.mark()))
             fed += len(feed)
             q = target_probs(logits.unsqueeze(0), settings)[0]
-            token = int(logits.argmax().item()) if settings.greedy else sample(q, self.generator)
-            draft.tokens.append(token)
             draft.q_rows.append(q)
             draft.layer_tokens += 1
+            if deferred:
+                feed = logits.argmax().view(1)
+                draft.on_device.append(feed)
+                if self.policy.should_stop(draft.count, q):
+                    break
+                continue
+            token = int(logits.argmax().item()) if settings.greedy else sample(q, self.generator)
+            draft.tokens.append(token)
             feed = [token]
             if token in self._eos or self.policy.should_stop(len(draft.tokens), q):
                 break
@@ -290,16 +284,15 @@ class DecodingSession:
         ``[1, k + 1, H]`` and ``[k + 1, V]`` logits.
         With an exact prefix, only the last draft token runs through the prefix layers."""
         stack, clock = self.stack, self.stack.step_clock
-        k = len(draft.tokens)
+        k = draft.count
         t0 = clock.mark()
         if k and draft.prefix:
             full = stack.full_plan
-            last = stack.run_layers(stack.embed([draft.tokens[-1]]), full[: draft.prefix], self.cache, base + k)
+            last = stack.run_layers(stack.embed(draft.ids()[-1:]), full[: draft.prefix], self.cache, base + k)
             hidden = torch.cat([*draft.saved, last], dim=1)
             hidden = stack.run_layers(hidden, full[draft.prefix:], self.cache, base)
         else:
-            hidden = stack.run_layers(stack.embed([self.tokens[base], *draft.tokens]), stack.full_plan, self.cache,
-                                      base)
+            hidden = stack.run_layers(stack.embed(draft.ids(self.tokens[base])), stack.full_plan, self.cache, base)
         logits = stack.logits(hidden)
         draft.spans.append((t0, clock.mark()))
         return hidden, logits
@@ -307,6 +300,12 @@ class DecodingSession:
     def _accept(self, draft: _Draft, logits: torch.Tensor) -> tuple[int, int]:
         """Step 3: greedy prefix match, or the speculative sampling rule."""
         if self.settings.greedy:
+            if draft.on_device:  # the deferred tokens and the verdict in one read
+                accepted, next_token, chain = greedy_accept_deferred(draft.tokens, torch.cat(draft.on_device), logits)
+                draft.tokens.extend(chain)
+                draft.on_device.clear()
+                eos = next((i for i, t in enumerate(draft.tokens) if t in self._eos), accepted)  # drafted past EOS:
+                return (eos, draft.tokens[eos]) if eos < accepted else (accepted, next_token)  # the target's EOS
             return greedy_accept(draft.tokens, logits)
         p = target_probs(logits, self.settings)
         q = torch.stack(draft.q_rows) if draft.q_rows else p[:0]

@@ -13,6 +13,10 @@ method call passes through it, and these are counted as reads, by kind:
   shape that depends on the values);
 * ``cpu`` and ``to("cpu")`` (an explicit copy to the host; :func:`~leap.core.runtime.device.to_host`).
 
+``bytes`` adds up what those reads carried (a scalar read: one element; the others: the whole tensor), so a
+test can also hold a path to reading only what it needs (Traversal Verification: the few target values
+its walk uses, not the ``[rows, V]`` table).
+
 A read of a tensor that an explicit ``.cpu()``/``.to("cpu")``/:func:`~leap.core.runtime.device.to_host`
 produced *inside the counted region*, or computed from one, is not counted again (the copy already was),
 so ``x.cpu().tolist()`` is one read; so are tensors declared host-resident with :func:`on_host` (the
@@ -40,6 +44,7 @@ __all__ = ["HostReads", "READ_KINDS", "on_host"]
 READ_KINDS = frozenset({"item", "tolist", "numpy", "__array__", "__float__", "__int__", "__bool__", "__index__",
                         "nonzero"})  # nonzero: its output's shape depends on the values (a sync on CUDA)
 _COPIES = frozenset({"cpu", "to"})
+_SCALAR_READS = frozenset({"item", "__float__", "__int__", "__bool__", "__index__"})
 
 
 def _to_host(name: str, args, kwargs) -> bool:
@@ -72,6 +77,7 @@ class HostReads(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self.by_kind: Counter[str] = Counter()
+        self.bytes = 0  # the size of what was read: a whole tensor for tolist/numpy/copies, one element for item
         self.where: Counter[str] = Counter()  # "file:line" of the leap frame that read, for reports
         self._host: dict[int, torch.Tensor] = {}  # id -> the host copies made in the region (kept alive)
 
@@ -87,8 +93,10 @@ class HostReads(TorchFunctionMode):
     def total(self) -> int:
         return sum(self.by_kind.values())
 
-    def _count(self, kind: str) -> None:
+    def _count(self, kind: str, tensor: torch.Tensor | None = None) -> None:
         self.by_kind[kind] += 1
+        if tensor is not None:
+            self.bytes += tensor.element_size() * (1 if kind in _SCALAR_READS else tensor.numel())
         import sys
 
         frame = sys._getframe(2)
@@ -103,12 +111,13 @@ class HostReads(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         result = func(*args, **kwargs)
         host_input = any(isinstance(a, torch.Tensor) and id(a) in self._host for a in args)
+        source = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if name in READ_KINDS:
             if not host_input:
-                self._count(name)
-        elif name in _COPIES and args and isinstance(args[0], torch.Tensor) and _to_host(name, args, kwargs):
+                self._count(name, source)
+        elif name in _COPIES and source is not None and _to_host(name, args, kwargs):
             if not host_input:
-                self._count(name)
+                self._count(name, source)
             host_input = True
         if host_input:  # what a host tensor computes stays on the host
             for out in (result if isinstance(result, (tuple, list)) else (result,)):
@@ -120,4 +129,4 @@ class HostReads(TorchFunctionMode):
         """The reads by kind and by source line, most frequent first."""
         kinds = ", ".join(f"{k} {n}" for k, n in self.by_kind.most_common())
         lines = "; ".join(f"{w} x{n}" for w, n in self.where.most_common(8))
-        return f"{self.total} host reads ({kinds}) at {lines}"
+        return f"{self.total} host reads, {self.bytes} bytes ({kinds}) at {lines}"

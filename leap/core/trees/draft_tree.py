@@ -152,17 +152,18 @@ class DraftTree:
 
     def attention_mask(self, past: int, dtype: torch.dtype, device: torch.device | str = "cpu") -> torch.Tensor:
         """Additive mask ``[1, 1, rows, past + rows]``: all ``past`` cached entries, plus each row's
-        ancestors and itself."""
+        ancestors and itself. Built on ``device``: only the ``rows x rows`` ancestry is made on the host and
+        copied, never anything of the context's length."""
         rows = len(self.tokens) + 1
         ancestry = [[True] + [False] * (rows - 1)]  # built in Python: one tensor op instead of one per row
         for row in range(1, rows):
             line = list(ancestry[self.parents[row - 1]])
             line[row] = True
             ancestry.append(line)
-        visible = torch.tensor(ancestry, dtype=torch.bool)
-        mask = torch.zeros(rows, past + rows, dtype=dtype)
-        mask[:, past:].masked_fill_(~visible, torch.finfo(dtype).min)
-        return mask.to(device).view(1, 1, rows, past + rows)
+        hidden = torch.tensor(ancestry, dtype=torch.bool).logical_not_().to(device)
+        mask = torch.zeros(rows, past + rows, dtype=dtype, device=device)
+        mask[:, past:].masked_fill_(hidden, torch.finfo(dtype).min)
+        return mask.view(1, 1, rows, past + rows)
 
     def __repr__(self) -> str:
         return f"DraftTree(tokens={self.tokens}, parents={self.parents})"

@@ -20,7 +20,8 @@ import torch
 
 from leap.core.errors import SettingsError
 
-__all__ = ["SamplingSettings", "target_probs", "greedy_accept", "speculative_accept", "sample", "tree_accept"]
+__all__ = ["SamplingSettings", "target_probs", "greedy_accept", "speculative_accept", "sample", "tree_accept",
+           "draft_rows", "greedy_accept_deferred"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,16 @@ def target_probs(logits: torch.Tensor, settings: SamplingSettings) -> torch.Tens
     return probs
 
 
+def draft_rows(distributions: list[dict[int, float]], vocab: int, device) -> torch.Tensor:
+    """``[len(distributions), vocab]`` draft distributions from sparse ``{token: q}`` maps, filled on
+    ``device`` in one scatter (two host-to-device copies, whatever the number of rows)."""
+    index = torch.tensor([(i, t) for i, q in enumerate(distributions) for t in q], device=device)
+    values = torch.tensor([v for q in distributions for v in q.values()], device=device)
+    rows = torch.zeros(len(distributions), vocab, device=device)
+    rows[index[:, 0], index[:, 1]] = values
+    return rows
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
     """One token id drawn from a ``[V]`` probability vector."""
     return int(torch.multinomial(probs, 1, generator=generator).item())
@@ -77,7 +88,21 @@ def greedy_accept(draft: list[int], target_logits: torch.Tensor) -> tuple[int, i
         ``(accepted, next_token)``: ``accepted`` draft tokens are kept, then ``next_token`` (the
         correction at the first mismatch, or the bonus token when all ``k`` match).
     """
-    targets = target_logits.argmax(dim=-1).tolist()
+    return _longest_match(draft, target_logits.argmax(dim=-1).tolist())
+
+
+def greedy_accept_deferred(known: list[int], pending: torch.Tensor, target_logits: torch.Tensor
+                           ) -> tuple[int, int, list[int]]:
+    """:func:`greedy_accept` of the draft ``known + pending`` whose last tokens (``pending``, ``[n]``) are still
+    on the device: they and the target's choices come to the host in one read. Returns ``(accepted,
+    next_token, pending as ints)``."""
+    values = torch.cat([pending.view(-1), target_logits.argmax(dim=-1)]).tolist()
+    chain = values[: pending.numel()]
+    accepted, next_token = _longest_match([*known, *chain], values[pending.numel():])
+    return accepted, next_token, chain
+
+
+def _longest_match(draft: list[int], targets: list[int]) -> tuple[int, int]:
     accepted = 0
     for d, t in zip(draft, targets):
         if d != t:

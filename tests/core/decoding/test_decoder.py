@@ -156,3 +156,20 @@ def test_same_seed_same_samples(tiny_llama):
     a = decoder.generate([5, 6], max_new_tokens=16, temperature=1.0, top_p=0.9, seed=7)
     b = decoder.generate([5, 6], max_new_tokens=16, temperature=1.0, top_p=0.9, seed=7)
     assert a.token_ids == b.token_ids
+
+
+def test_a_greedy_layer_chain_drafted_past_eos_stops_at_the_targets_eos():
+    """Greedy layer chains keep their tokens on the device until verification (one read per step), so a
+    chain can run past an end-of-sequence token; the step must still end at the target's EOS, with the
+    accepted count (what drafters and policies learn from) counting nothing beyond it."""
+    from tests.tiny import tiny_model
+
+    prompt = [5, 9, 14, 20, 7, 11]
+    plain = SelfSpecDecoder(tiny_model(eos_token_id=None), None).generate(prompt, max_new_tokens=12).token_ids
+    stop = next(i for i in range(3, 12) if plain[i] not in plain[:i] and plain[i] != 3)
+    model = tiny_model(eos_token_id=plain[stop])  # same weights; that token now ends the sequence
+    decoder = SelfSpecDecoder(model, LayerConfig.parse("E" * model.num_layers), "fixed", policy_kwargs={"k": 8})
+    out = decoder.generate(prompt, max_new_tokens=12)
+    assert out.token_ids == plain[: stop + 1] and out.stop_reason == "eos"
+    last = out.steps[-1]
+    assert last.drafted > last.accepted and last.committed == last.accepted + 1, last

@@ -36,6 +36,27 @@ def test_mask_and_positions_follow_the_ancestry(tree, past):
     assert tree.is_chain == all(len(tree.children(r)) <= 1 for r in range(rows))
 
 
+def test_the_mask_is_built_on_the_device_not_the_host():
+    """Issue 20: nothing the context's length is made on the host per step (the old mask was built there
+    and copied, O(context)); ``meta`` stands in for a GPU."""
+    from torch.overrides import TorchFunctionMode
+
+    class HostAllocations(TorchFunctionMode):
+        largest = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if isinstance(out, torch.Tensor) and out.device.type == "cpu":
+                self.largest = max(self.largest, out.numel())
+            return out
+
+    tree = DraftTree([5, 6, 7, 8], [0, 1, 1, 0])
+    with HostAllocations() as seen:
+        mask = tree.attention_mask(100_000, torch.float16, "meta")
+    assert mask.device.type == "meta" and mask.shape == (1, 1, 5, 100_005)
+    assert seen.largest <= 25, f"a host tensor of {seen.largest} elements per step"
+
+
 def test_chain_layout_and_duplicate_children_are_refused():
     chain = DraftTree.chain([5, 6, 7])
     assert chain.is_chain and chain.parents == [0, 1, 2] and chain.first_chain() == [5, 6, 7]

@@ -108,3 +108,20 @@ def test_the_deletion_update_is_exact_on_a_designed_target(name):
             out += (int(torch.multinomial(P[1].float(), 1, generator=g)),)
         counts[out[0] * V + out[1]] += 1
     assert _chi2_pvalue(counts, torch.outer(P[0], P[1]).flatten().float()) > 1e-3
+
+
+def test_the_walk_reads_only_the_target_values_it_needs():
+    """Issue 20: the ``[rows, V]`` target table stays on the device; a step reads the values at the drafted
+    supports (with the walk's uniforms) and the next token - two reads, O(nodes x top-k) values, whatever V."""
+    from leap.core.runtime.host_reads import HostReads
+
+    vocab, g = 100_000, torch.Generator().manual_seed(0)
+    support = [7, 11, 13, 17]
+    tree = fill_shape(SHAPES["tree"], lambda path: (support, [0.4, 0.3, 0.2, 0.1]), gumbel_top_k(g), 10)
+    p = torch.softmax(torch.randn(len(tree) + 1, vocab, generator=g), dim=-1)
+    with HostReads() as reads:
+        rows, token = traversal_accept(tree, p, g)
+    assert reads.total == 2, reads.report()
+    nodes = len(tree)
+    assert reads.bytes <= 8 * (nodes * len(support) + 2 * (nodes + 1) + 2) + 8, reads.report()
+    assert 0 <= token < vocab and (not rows or rows == tree.path(rows[-1]))

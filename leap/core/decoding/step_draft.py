@@ -1,0 +1,52 @@
+"""What one decoding step has drafted so far: :class:`StepDraft`, filled and read by
+:meth:`leap.core.decoding.session.DecodingSession._step` (drafting, verification, acceptance)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from leap.core.config import LayerConfig
+
+if TYPE_CHECKING:
+    from leap.core.drafters import Drafter
+
+__all__ = ["StepDraft", "describe"]
+
+
+@dataclass
+class StepDraft:
+    """One step's draft: tokens known on the host, then (greedy layer drafts with a policy that reads
+    nothing) tokens still on the device, read together with the verification's verdict."""
+
+    t_start: object  # the step's first clock mark
+    tokens: list[int] = field(default_factory=list)
+    on_device: list[torch.Tensor] = field(default_factory=list)  # ``[1]`` token ids not read yet, after ``tokens``
+    q_rows: list[torch.Tensor] = field(default_factory=list)  # draft distributions (sampling)
+    saved: list[torch.Tensor] = field(default_factory=list)  # exact-prefix outputs, reused by verification
+    prefix: int = 0  # layers of the exact prefix (0: none kept)
+    layer_tokens: int = 0  # tokens the layers drafted
+    spans: list[tuple] = field(default_factory=list)  # (start, end) marks of model computation
+
+    @property
+    def count(self) -> int:
+        """Draft tokens so far, read or not."""
+        return len(self.tokens) + len(self.on_device)
+
+    def ids(self, *before: int) -> list[int] | torch.Tensor:
+        """``before`` then every draft token, as a list, or (with tokens still on the device) one tensor
+        on the device - no read."""
+        host = [*before, *self.tokens]
+        if not self.on_device:
+            return host
+        dev = self.on_device[0].device
+        return torch.cat([torch.tensor(host, dtype=torch.long, device=dev), *self.on_device])
+
+
+def describe(drafter: Drafter | None, cfg: LayerConfig | None) -> str | None:
+    """A step's or outcome's ``config`` string: the LayerConfig, ``drafter:NAME`` or ``drafter:NAME+CONFIG``."""
+    if drafter is None or drafter.name == "layer-skip":
+        return str(cfg) if cfg is not None else None
+    return f"drafter:{drafter.name}" + (f"+{cfg}" if cfg is not None else "")
