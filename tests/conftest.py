@@ -37,6 +37,13 @@ def tiny_qwen2():
     return tiny_model("qwen2", eos_token_id=None)
 
 
-@pytest.fixture(scope="session", params=["llama", "qwen2"])
-def tiny_any(request, tiny_llama, tiny_qwen2):
-    return {"llama": tiny_llama, "qwen2": tiny_qwen2}[request.param]
+@pytest.fixture(scope="session")
+def tiny_mistral():
+    """6-layer random Mistral with an 8-token sliding window on every layer (windowed attention in every
+    property test that takes ``tiny_any``: prompts and drafts run past the window)."""
+    return tiny_model("mistral", eos_token_id=None)
+
+
+@pytest.fixture(scope="session", params=["llama", "qwen2", "mistral"])
+def tiny_any(request, tiny_llama, tiny_qwen2, tiny_mistral):
+    return {"llama": tiny_llama, "qwen2": tiny_qwen2, "mistral": tiny_mistral}[request.param]
