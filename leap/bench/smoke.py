@@ -173,6 +173,9 @@ def run_smoke(settings: SmokeSettings, progress: Callable[[str], None] | None = 
         elif name == "calibration":
             costs = calibrate(model, context=settings.prompt_tokens, repeats=3)
             report["verify_curve"] = {k: round(v, 4) for k, v in costs.verify_curve.items()}
+            report["max_tree_nodes"] = costs.max_tree_nodes
+            report["long_context"] = costs.long_context
+            report["long_verify_curve"] = {k: round(v, 4) for k, v in costs.long_curve.items()}
             report["draft_cost"] = {L - n: round(v, 4) for n, v in sorted(costs.draft_curve.items(), reverse=True)}
             report["layer_cost"], report["head_cost"] = costs.layer_cost, costs.head_cost
             report["step_ms"] = costs.step_s * 1000
