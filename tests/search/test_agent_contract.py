@@ -15,7 +15,7 @@ from tests.search.spaces import reward_of, search_spaces
 AGENTS = search_agents.names()
 # agents whose every ask is costly (Optuna's GP fits a Gaussian process per trial, ~0.5 s on a 2-core CPU)
 # run the longest property tests on fewer drawn spaces
-FEWER_EXAMPLES = {"optuna-gp": 2, "nevergrad": 4, "nevergrad-ngopt": 4}  # NGOpt: ~0.3 s per drawn space
+FEWER_EXAMPLES = {"optuna-gp": 2, "bayes": 1, "nevergrad": 4, "nevergrad-ngopt": 4}  # NGOpt: ~0.3 s per drawn space
 
 
 def _examples(name: str, default: int) -> int:
