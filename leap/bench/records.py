@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RecordFile", "read_records", "record_key", "RECORDS_FILE"]
+__all__ = ["RecordFile", "MemoryRecords", "read_records", "record_key", "RECORDS_FILE"]
 
 RECORDS_FILE = "records.jsonl"
 
@@ -49,19 +49,12 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
-class RecordFile:
-    """Append-only JSONL of one benchmark folder."""
+class MemoryRecords:
+    """Records held in memory, with :class:`RecordFile`'s reading side: what a Ray worker fills for one prompt
+    (seeded with that prompt's earlier records on ``--resume``) and returns to the driver's file."""
 
-    def __init__(self, folder: str | Path, *, resume: bool) -> None:
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.path = self.folder / RECORDS_FILE
-        if self.path.exists() and not resume and self.path.stat().st_size:
-            from leap.core.errors import SettingsError
-
-            raise SettingsError(f"{self.path} already holds results; pass --resume to continue that run, "
-                                "or choose another --out folder")
-        self.records = read_records(self.path) if self.path.exists() else []
+    def __init__(self, records: Iterable[dict[str, Any]] = ()) -> None:
+        self.records = list(records)
 
     def done(self) -> set[tuple]:
         """Keys of finished generations (failed ones are retried on resume)."""
@@ -77,10 +70,28 @@ class RecordFile:
 
     def append(self, rec: dict[str, Any]) -> None:
         self.records.append(rec)
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(rec) + "\n")
-            f.flush()
 
     def extend(self, recs: Iterable[dict[str, Any]]) -> None:
         for rec in recs:
             self.append(rec)
+
+
+class RecordFile(MemoryRecords):
+    """Append-only JSONL of one benchmark folder."""
+
+    def __init__(self, folder: str | Path, *, resume: bool) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.path = self.folder / RECORDS_FILE
+        if self.path.exists() and not resume and self.path.stat().st_size:
+            from leap.core.errors import SettingsError
+
+            raise SettingsError(f"{self.path} already holds results; pass --resume to continue that run, "
+                                "or choose another --out folder")
+        super().__init__(read_records(self.path) if self.path.exists() else [])
+
+    def append(self, rec: dict[str, Any]) -> None:
+        self.records.append(rec)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(rec) + "\n")
+            f.flush()

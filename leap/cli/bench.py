@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from leap.cli.common import add_model_args, import_modules, load_for, method_args
 
@@ -45,12 +46,19 @@ def add_parser(sub) -> None:
     b.add_argument("--out", default="results/bench", help="results folder (records.jsonl); default results/bench")
     b.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished generations")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="spread the prompts over Ray actors, each loading the model once (one per GPU, else per "
+                        "--ray-cpus CPUs): a local Ray instance, or an existing cluster's ADDRESS (auto, HOST:6379, "
+                        "ray://HOST:10001); needs pip install 'leap[ray]'")
+    b.add_argument("--ray-workers", type=int, default=None, help="how many Ray actors (default: as the cluster allows)")
+    b.add_argument("--ray-cpus", type=float, default=None, help="CPUs per Ray actor (default: --threads or 1)")
 
 
 def run(args: argparse.Namespace) -> int:
     import_modules(args.imports)
     from leap.bench.harness import Bench, BenchSettings
     from leap.bench.methods import BenchOptions, method_names
+    from leap.bench.records import RECORDS_FILE
     from leap.bench.report import summarise, table1_markdown
     from leap.data import load_prompts, pick_per_category
 
@@ -71,14 +79,22 @@ def run(args: argparse.Namespace) -> int:
         options=BenchOptions(budget=args.budget, reward=args.reward, min_speedup=args.min_speedup,
                              give_up=args.give_up, draft_policy=args.draft_policy, seed=args.seed,
                              steps_per_trial=args.steps_per_trial, tree_verify=args.tree_verify))
-    model = load_for(args)
-    bench = Bench(model, rows, settings, args.out, resume=args.resume, progress=not args.quiet)
     try:
-        records = bench.run().records
+        if args.ray is not None:  # Ray is imported only here
+            from leap.bench.on_ray import run_bench_on_ray
+
+            load = {"model": args.model, "device": args.device, "dtype": args.dtype,
+                    "fast_linear": False if args.no_fast_linear else None, "threads": args.threads,
+                    "imports": list(args.imports)}
+            records = run_bench_on_ray(load, rows, settings, args.out, resume=args.resume,
+                                       address=None if args.ray == "local" else args.ray, workers=args.ray_workers,
+                                       cpus_per_worker=args.ray_cpus, progress=not args.quiet).records
+        else:
+            bench = Bench(load_for(args), rows, settings, args.out, resume=args.resume, progress=not args.quiet)
+            records = bench.run().records
     except KeyboardInterrupt:
-        print(f"\ninterrupted; finished generations are in {bench.file.path} (continue with --resume)",
-              file=sys.stderr)
+        print(f"\ninterrupted; finished generations are in {args.out} (continue with --resume)", file=sys.stderr)
         return 130
     print(table1_markdown(summarise(records)))
-    print(f"records: {bench.file.path}; tables: leap report {args.out}", file=sys.stderr)
+    print(f"records: {Path(args.out) / RECORDS_FILE}; tables: leap report {args.out}", file=sys.stderr)
     return 0

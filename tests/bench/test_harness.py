@@ -157,3 +157,14 @@ def test_meta_record_holds_provenance(tiny_llama, tmp_path):
     assert set(prov) >= {"commit", "leap", "torch", "transformers", "device", "dtype", "threads", "date"}
     assert prov["device"] == "cpu" and prov["dtype"] == "float32"
     assert prov["commit"] == "unknown" or len(prov["commit"].split("+")[0]) == 40
+
+
+def test_the_serial_bench_never_imports_ray():
+    """Ray is an optional extra, imported only with --ray (leap.bench.on_ray)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, leap.cli, leap.cli.bench, leap.bench.harness, leap.bench.records, leap.bench.report; "
+            "print('ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"
