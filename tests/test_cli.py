@@ -129,3 +129,24 @@ def test_generate_searches_with_the_external_optimizers(model_dir, capsys, metho
     record = json.loads(capsys.readouterr().out)
     assert record["identical_to_plain"] is True and record["method"] == method
     assert record["search_iterations"] >= 1 and len(record["trials"]) == record["search_iterations"]
+
+
+def test_sweep_runs_every_agent_metric_and_seed_through_the_harness(model_dir, tmp_path, capsys):
+    from leap.bench.records import read_records
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"question_id": 1, "category": "c1", "turns": ["w5 w6 w5 w6 w7 w8"]}\n')
+    out = tmp_path / "sweep"
+    assert main(["sweep", "--model", model_dir, "--no-chat", "--prompts", str(prompts), "--agents", "random,ucb",
+                 "--group-metrics", "ear-gain,cosine", "--seeds", "0,1", "--reward", "cost", "--budget", "6",
+                 "--max-new-tokens", "12", "--warmup", "0", "--out", str(out), "--quiet"]) == 0
+    answers = {r["method"]: r for r in read_records(out) if r.get("kind") == "answer"}
+    labels = {f"{a}/{m}/s{s}" for a in ("random", "ucb") for m in ("ear-gain", "cosine") for s in (0, 1)}
+    assert set(answers) == labels | {"ar"}
+    assert all(answers[label]["lossless"] for label in labels)
+    # the seed reaches the agent: random search with two seeds tries different configurations
+    assert answers["random/ear-gain/s0"]["trial_configs"] != answers["random/ear-gain/s1"]["trial_configs"]
+    assert "| random/cosine/s1 |" in capsys.readouterr().out
+    assert main(["sweep", "--model", model_dir, "--agents", "random", "--group-metrics", "no-such-metric",
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "no-such-metric" in capsys.readouterr().err

@@ -114,7 +114,7 @@ class SearchMethod(BenchMethod):
                  steps_per_trial: int | None = None, budget: int | None = None, carry_over: int = 0,
                  zone_metric: str = "residual-ratio", group_metric: str = "ear-gain",
                  metric_args: dict[str, dict[str, Any]] | None = None, low_bit: bool = False, low_bits: int = 8,
-                 **agent_kwargs: Any) -> None:
+                 seed: int | None = None, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.runner import OnlineSearch, SearchSettings
 
@@ -122,7 +122,8 @@ class SearchMethod(BenchMethod):
         if isinstance(drafters, str):
             drafters = [d for d in drafters.split(";") if d]
         factory = agent_factory(agent, model.num_layers, zones=zones, groups=groups, search=search,
-                                seed=options.seed, agent_kwargs=agent_kwargs, drafters=drafters,
+                                seed=options.seed if seed is None else int(seed), agent_kwargs=agent_kwargs,
+                                drafters=drafters,
                                 zone_metric=zone_metric, group_metric=group_metric, metric_args=metric_args,
                                 low_bit=low_bit)
         settings = SearchSettings(budget=options.budget if budget is None else int(budget), reward=options.reward, min_speedup=options.min_speedup,

@@ -1,19 +1,33 @@
 """``leap bench``: the Spec-Bench harness (:mod:`leap.bench.harness`), every method interleaved per prompt,
-JSONL records, ``--resume``.
+JSONL records, ``--resume``, ``--ray``; and ``leap sweep``: search agents x redundancy metrics x seeds on the
+same prompts, through the same harness.
+
+A sweep's every combination is one benchmark method, labelled ``AGENT/GROUP_METRIC/sSEED`` (with
+``/ZONE_METRIC`` when more than one zone metric is swept), run by :class:`leap.bench.methods.SearchMethod`
+with that agent, metric and seed - the search loop the environments wrap, on real decoding, with plain
+decoding interleaved per prompt as the baseline. So a sweep inherits everything of ``leap bench``: one wall
+clock per call, records and ``--resume``, the lossless check, ``leap report`` with intervals over prompts,
+and ``--ray``. ``--reward cost`` makes the searches deterministic (the cost model).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
+from typing import Any
 
 from leap.cli.common import add_model_args, import_modules, load_for, method_args
 
 
 def add_parser(sub) -> None:
+    _add_bench_parser(sub)
+    _add_sweep_parser(sub)
+
+
+def _add_bench_parser(sub) -> None:
     b = sub.add_parser("bench", help="Spec-Bench harness: methods and peers interleaved per prompt, JSONL records")
-    add_model_args(b)
     b.add_argument("--methods", default="ar,leap,hf-pld",
                    help="comma-separated methods (`leap bench --list-methods`); ar is always run first. "
                         "LABEL=NAME runs NAME under its own label, so one method can run with different "
@@ -21,6 +35,12 @@ def add_parser(sub) -> None:
     b.add_argument("--list-methods", action="store_true", help="print the method names and exit")
     b.add_argument("--method-arg", action="append", default=[], metavar="METHOD:KEY=VALUE",
                    help="constructor argument for one method, e.g. hf-pld:num_tokens=3 (repeatable)")
+    add_harness_args(b, "results/bench")
+
+
+def add_harness_args(b, out: str) -> None:
+    """The harness's arguments, shared with ``leap sweep``: model, prompts, decoding, search, records, Ray."""
+    add_model_args(b)
     b.add_argument("--prompts", default=None, help="JSONL prompt file (question_id, category, turns); default: Spec-Bench")
     b.add_argument("--categories", default=None, help="comma-separated categories (default: all in the file)")
     b.add_argument("--num-prompts", type=int, default=2, help="prompts per category (default 2)")
@@ -43,7 +63,7 @@ def add_parser(sub) -> None:
     b.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module first (one that registers your agent, drafter or method)")
     b.add_argument("--no-chat", dest="chat", action="store_false", default=True)
-    b.add_argument("--out", default="results/bench", help="results folder (records.jsonl); default results/bench")
+    b.add_argument("--out", default=out, help=f"results folder (records.jsonl); default {out}")
     b.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished generations")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
@@ -56,15 +76,25 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import_modules(args.imports)
-    from leap.bench.harness import Bench, BenchSettings
-    from leap.bench.methods import BenchOptions, method_names
-    from leap.bench.records import RECORDS_FILE
-    from leap.bench.report import summarise, table1_markdown
-    from leap.data import load_prompts, pick_per_category
+    if args.command == "sweep":
+        return _run_sweep(args)
+    from leap.bench.methods import method_names
 
     if args.list_methods:
         print("\n".join(method_names()))
         return 0
+    return execute(args, [m.strip() for m in args.methods.split(",")], method_args(args.method_arg))
+
+
+def execute(args: argparse.Namespace, methods: list[str], per_method: dict[str, dict]) -> int:
+    """Run ``methods`` (labels, ``LABEL=NAME`` allowed) with ``per_method`` arguments through the harness, serially
+    or on Ray; print Table 1."""
+    from leap.bench.harness import Bench, BenchSettings
+    from leap.bench.methods import BenchOptions
+    from leap.bench.records import RECORDS_FILE
+    from leap.bench.report import summarise, table1_markdown
+    from leap.data import load_prompts, pick_per_category
+
     rows = pick_per_category(load_prompts(args.prompts), args.num_prompts,
                              args.categories.split(",") if args.categories else None)
     if args.first_turn_only:
@@ -74,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         raise SystemExit(f"leap: --temperature takes numbers like 0 or 0,1; got {args.temperature!r}") from None
     settings = BenchSettings(
-        methods=[m.strip() for m in args.methods.split(",")], temperatures=temps, max_new_tokens=args.max_new_tokens,
-        runs=args.runs, warmup=args.warmup, chat=args.chat, seed=args.seed, method_args=method_args(args.method_arg),
+        methods=methods, temperatures=temps, max_new_tokens=args.max_new_tokens,
+        runs=args.runs, warmup=args.warmup, chat=args.chat, seed=args.seed, method_args=per_method,
         options=BenchOptions(budget=args.budget, reward=args.reward, min_speedup=args.min_speedup,
                              give_up=args.give_up, draft_policy=args.draft_policy, seed=args.seed,
                              steps_per_trial=args.steps_per_trial, tree_verify=args.tree_verify))
@@ -98,3 +128,44 @@ def run(args: argparse.Namespace) -> int:
     print(table1_markdown(summarise(records)))
     print(f"records: {Path(args.out) / RECORDS_FILE}; tables: leap report {args.out}", file=sys.stderr)
     return 0
+
+
+# ---------------------------------------------------------------- leap sweep
+def _add_sweep_parser(sub) -> None:
+    s = sub.add_parser("sweep", help="agents x metrics x seeds on the same prompts (the bench harness; --ray)")
+    s.add_argument("--agents", default="leap,ucb,bayes,random", help="comma-separated agents (`leap agents`)")
+    s.add_argument("--group-metrics", default="ear-gain", help="comma-separated metrics in LEAP's group role")
+    s.add_argument("--zone-metrics", default="residual-ratio", help="comma-separated metrics in LEAP's zone role")
+    s.add_argument("--seeds", default="0", help="comma-separated agent seeds, e.g. 0,1,2")
+    add_harness_args(s, "results/sweep")
+
+
+def sweep_methods(agents: list[str], zone_metrics: list[str], group_metrics: list[str], seeds: list[int]
+                  ) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """Method entries (``LABEL=AGENT``) and their arguments for every combination."""
+    methods, per_method = ["ar"], {}
+    for agent, zone, group, seed in itertools.product(agents, zone_metrics, group_metrics, seeds):
+        label = f"{agent}/{group}" + (f"/{zone}" if len(zone_metrics) > 1 else "") + f"/s{seed}"
+        methods.append(f"{label}={agent}")
+        per_method[label] = {"zone_metric": zone, "group_metric": group, "seed": seed}
+    return methods, per_method
+
+
+def _run_sweep(args: argparse.Namespace) -> int:
+    from leap.core.errors import SettingsError
+    from leap.redundancy.base import redundancy_metrics
+    from leap.search.base import search_agents
+
+    split = lambda text: [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
+    agents, zones, groups = split(args.agents), split(args.zone_metrics), split(args.group_metrics)
+    unknown = [a for a in agents if a != "leap" and a not in search_agents] + \
+        [m for m in zones + groups if m not in redundancy_metrics]
+    if unknown:
+        raise SettingsError(f"leap sweep: unknown agent or metric {', '.join(unknown)}; see `leap agents` and "
+                            "`leap metrics`")
+    try:
+        seeds = [int(x) for x in split(args.seeds)]
+    except ValueError:
+        raise SettingsError(f"leap sweep: --seeds takes integers like 0,1,2; got {args.seeds!r}") from None
+    methods, per_method = sweep_methods(agents, zones, groups, seeds)
+    return execute(args, methods, per_method)
