@@ -51,10 +51,20 @@ def _require_sb3():
 
 def train_ppo(env, total_timesteps: int, *, seed: int = 0, n_steps: int = 128, batch_size: int = 64,
               verbose: int = 0):
-    """PPO with a multi-input MLP policy on ``env`` (a ``LeapLayerSearchCost-v0`` instance)."""
+    """PPO with a multi-input MLP policy on ``env``: one ``LeapLayerSearchCost-v0`` instance, or a list of them
+    (several environments, stepped together by Stable-Baselines3's ``DummyVecEnv``; ``n_steps`` per
+    environment, so each update sees ``n_steps x len(env)`` steps)."""
     _require_sb3()
     from stable_baselines3 import PPO
 
+    if isinstance(env, (list, tuple)):
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        spaces_ = {repr(e.action_space) for e in env}
+        if len(spaces_) > 1:
+            raise ValueError(f"the environments' action spaces differ ({spaces_}); build them on one model and "
+                             "prompt set so their zones and groups agree")
+        env = DummyVecEnv([lambda e=e: e for e in env])
     model = PPO("MultiInputPolicy", env, n_steps=n_steps, batch_size=batch_size, seed=seed, verbose=verbose,
                 device="cpu")
     return model.learn(total_timesteps=total_timesteps)
@@ -174,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--step-budget", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n-envs", type=int, default=1, help="environments PPO steps together (DummyVecEnv); they "
+                    "share one copy of the model, each with its own decoding session")
     args = ap.parse_args(argv)
     rows = load_prompts()
     by_cat: dict[str, list[dict]] = {}
@@ -186,8 +198,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     prompts = [r["turns"][0] for r in train + held]
     env = gym.make("LeapLayerSearchCost-v0", model=args.model, prompts=prompts, max_new_tokens=args.max_new_tokens,
                    step_budget=args.step_budget, disable_env_checker=True).unwrapped
-    train_env = gym.wrappers.TimeLimit(PromptSubset(env, range(len(train))), args.step_budget)
-    ppo = train_ppo(train_env, args.timesteps, seed=args.seed)
+    copies = [env] + [gym.make("LeapLayerSearchCost-v0", model=env.model, prompts=prompts,
+                               max_new_tokens=args.max_new_tokens, step_budget=args.step_budget,
+                               disable_env_checker=True).unwrapped for _ in range(args.n_envs - 1)]
+    train_envs = [gym.wrappers.TimeLimit(PromptSubset(e, range(len(train))), args.step_budget) for e in copies]
+    ppo = train_ppo(train_envs if args.n_envs > 1 else train_envs[0], args.timesteps, seed=args.seed)
     held_idx = list(range(len(train), len(train) + len(held)))
     results = compare_policies(env, held_idx, {"ppo": ppo, "random": "random", "mcts": "mcts"}, seed=args.seed)
     from leap.core.runtime.provenance import provenance
