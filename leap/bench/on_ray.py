@@ -38,7 +38,7 @@ from typing import Any
 
 from leap.bench.harness import Bench, BenchSettings, generations, machine_info
 from leap.bench.records import MemoryRecords, RecordFile, record_key
-from leap.core.errors import SettingsError
+from leap.core.errors import LeapError, SettingsError
 
 __all__ = ["BenchWorker", "run_bench_on_ray"]
 
@@ -143,7 +143,13 @@ def run_bench_on_ray(load: dict[str, Any], rows: Sequence[dict], settings: Bench
         return actor.remote(load, settings, rows[0])
 
     idle = [start() for _ in range(min(n, len(rows)))]
-    about = ray.get(idle[0].describe.remote())
+    try:
+        about = ray.get(idle[0].describe.remote())
+    except ray.exceptions.RayActorError as err:  # e.g. the model is not where a node looks for it
+        for worker in idle:
+            ray.kill(worker, no_restart=True)
+        raise LeapError(f"leap bench --ray: a worker could not start (every node needs leap, the model "
+                        f"{load.get('model')!r} at that path and the --import modules): {err}") from None
     file.append({"kind": "meta", "time": time.strftime("%Y-%m-%d %H:%M:%S"), "model": about["model"],
                  "num_layers": about["num_layers"], "prompts": len(rows),
                  "settings": {**asdict(settings), "options": asdict(settings.options)}, "machine": about["machine"],

@@ -21,6 +21,7 @@ from leap.bench.harness import Bench, BenchSettings  # noqa: E402
 from leap.bench.on_ray import run_bench_on_ray  # noqa: E402
 from leap.bench.records import read_records, record_key  # noqa: E402
 from leap.core import load_model  # noqa: E402
+from leap.core.errors import LeapError  # noqa: E402
 from tests.tiny import save_tiny_model  # noqa: E402
 
 ROWS = [{"question_id": 1, "category": "c1", "turns": ["w5 w6 w5 w6 w5"]},
@@ -30,7 +31,7 @@ SAME = ("token_ids", "new_tokens", "steps", "accept_lengths", "lossless", "statu
 
 
 def _settings() -> BenchSettings:
-    return BenchSettings(methods=["ar", "prompt-lookup", "suffix"], temperatures=[0.0, 1.0], max_new_tokens=10,
+    return BenchSettings(methods=["ar", "prompt-lookup", "suffix"], temperatures=[0.0, 1.0], max_new_tokens=8,
                          warmup=0, chat=False)
 
 
@@ -81,6 +82,11 @@ def test_ray_bench_equals_the_serial_run_survives_a_lost_worker_and_resumes(tmp_
         path.write_text("\n".join(kept) + "\n")
         run_bench_on_ray(load, ROWS, _settings(), tmp_path / "cut", resume=True, progress=False)
         assert _answers(tmp_path / "cut") == serial
+
+        # workers that cannot load the model: an error naming the model, not a Ray traceback
+        with pytest.raises(LeapError, match="no-such-model"):
+            run_bench_on_ray({**load, "model": str(tmp_path / "no-such-model")}, ROWS, _settings(),
+                             tmp_path / "broken", progress=False)
     finally:
         ray.shutdown()
 
@@ -93,12 +99,12 @@ def test_ray_bench_equals_the_serial_run_survives_a_lost_worker_and_resumes(tmp_
         from leap.cli import main
 
         prompts = tmp_path / "prompts.jsonl"
-        prompts.write_text("".join(json.dumps(r) + "\n" for r in ROWS[:2]))
+        prompts.write_text(json.dumps(ROWS[0]) + "\n")
         assert main(["bench", "--model", folder, "--device", "cpu", "--no-chat", "--prompts", str(prompts),
-                     "--methods", "prompt-lookup,suffix", "--temperature", "0,1", "--max-new-tokens", "10",
+                     "--methods", "prompt-lookup", "--temperature", "0,1", "--max-new-tokens", "8",
                      "--warmup", "0", "--out", str(tmp_path / "cli"), "--quiet", "--ray", f"127.0.0.1:{port}"]) == 0
         cli = _answers(tmp_path / "cli")
-        assert cli == {k: v for k, v in serial.items() if k[0] in ("1", "2")}
+        assert cli == {k: v for k, v in serial.items() if k[0] == "1" and k[4] != "suffix"}
     finally:
         ray.shutdown()
         subprocess.run([env_ray, "stop", "--force"], capture_output=True, timeout=120)
