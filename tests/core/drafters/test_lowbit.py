@@ -17,7 +17,7 @@ from leap.core.drafters.lowbit import LowBit
 from leap.core.errors import SettingsError
 from leap.core.modeling.low_bit import TorchInt8Runner, make_runner
 from leap.core.verify.sampling import SamplingSettings
-from tests.core.verify.test_sampling import _chi2_pvalue, _exact_three_token_distribution
+from tests.core.verify.test_sampling import NEGATIVE_N, _chi2_pvalue, _exact_three_token_distribution
 from tests.tiny import tiny_model
 
 
@@ -76,16 +76,16 @@ def test_lowbit_samples_follow_the_target_distribution(monkeypatch):
     decoder = SelfSpecDecoder(model, None, drafter=drafter)
     V, N = 6, 1500
 
-    def sample():
+    def sample(n=N):
         counts = torch.zeros(V ** 3)
         gen = torch.Generator().manual_seed(7)
         drafted = 0
-        for _ in range(N):
+        for _ in range(n):
             out = decoder.generate(prompt, max_new_tokens=3, generator=gen, temperature=1.0)
             a, b, c = out.token_ids
             counts[(a * V + b) * V + c] += 1
             drafted += sum(s.drafted for s in out.steps)
-        assert drafted >= N  # it really drafts
+        assert drafted >= n  # it really drafts
         return counts
 
     assert _chi2_pvalue(sample(), exact) > 1e-3
@@ -96,7 +96,7 @@ def test_lowbit_samples_follow_the_target_distribution(monkeypatch):
         return len(draft), sample_token(p[len(draft)], generator)
 
     monkeypatch.setattr(session_module, "speculative_accept", accept_all)
-    control = _chi2_pvalue(sample(), exact)
+    control = _chi2_pvalue(sample(NEGATIVE_N), exact)  # a gross bias: far fewer samples show it
     assert control < 1e-6
 
 
