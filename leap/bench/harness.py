@@ -135,11 +135,7 @@ class Bench:
     def run(self) -> RecordFile:
         from tqdm import tqdm
 
-        s = self.settings
-        self.file.append({"kind": "meta", "time": time.strftime("%Y-%m-%d %H:%M:%S"), "model": self.model.name,
-                          "num_layers": self.model.num_layers, "prompts": len(self.rows),
-                          "settings": {**asdict(s), "options": asdict(s.options)}, "machine": machine_info(self.model),
-                          "provenance": provenance(self.model)})
+        self.file.append(self.meta_record(len(self.rows)))
         self._warm_up()
         done = self.file.done()
         with tqdm(total=self.generations(self.rows), desc="leap bench", disable=not self.progress,
@@ -147,6 +143,14 @@ class Bench:
             for row in self.rows:
                 self.run_row(row, done, bar)
         return self.file
+
+    def meta_record(self, prompts: int) -> dict[str, Any]:
+        """The run's first record: settings, model, machine and provenance (a Ray worker makes the driver's)."""
+        s = self.settings
+        return {"kind": "meta", "time": time.strftime("%Y-%m-%d %H:%M:%S"), "model": self.model.name,
+                "num_layers": self.model.num_layers, "prompts": prompts,
+                "settings": {**asdict(s), "options": asdict(s.options)}, "machine": machine_info(self.model),
+                "provenance": provenance(self.model)}
 
     def generations(self, rows: Sequence[dict]) -> int:
         return generations(rows, self.settings)

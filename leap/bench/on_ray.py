@@ -30,13 +30,11 @@ from __future__ import annotations
 import collections
 import os
 import socket
-import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from leap.bench.harness import Bench, BenchSettings, generations, machine_info
+from leap.bench.harness import Bench, BenchSettings, generations
 from leap.bench.records import MemoryRecords, RecordFile, record_key
 from leap.core.errors import LeapError, SettingsError
 
@@ -76,12 +74,9 @@ class BenchWorker:
         self.bench._warm_up()
         self.host = socket.gethostname()
 
-    def describe(self) -> dict[str, Any]:
-        """What the driver's meta record says of where and what ran."""
-        from leap.core.runtime.provenance import provenance
-
-        return {"model": self.model.name, "num_layers": self.model.num_layers, "machine": machine_info(self.model),
-                "provenance": provenance(self.model), "host": self.host}
+    def meta_record(self, prompts: int) -> dict[str, Any]:
+        """The driver's meta record, made where the model runs (:meth:`Bench.meta_record`)."""
+        return self.bench.meta_record(prompts)
 
     def run_row(self, row: dict, prior: list[dict], die_after: int | None = None) -> list[dict]:
         """Every generation of ``row`` not in ``prior`` (the row's records the driver holds); returns the new
@@ -144,17 +139,13 @@ def run_bench_on_ray(load: dict[str, Any], rows: Sequence[dict], settings: Bench
 
     idle = [start() for _ in range(min(n, len(rows)))]
     try:
-        about = ray.get(idle[0].describe.remote())
+        meta = ray.get(idle[0].meta_record.remote(len(rows)))
     except ray.exceptions.RayActorError as err:  # e.g. the model is not where a node looks for it
         for worker in idle:
             ray.kill(worker, no_restart=True)
         raise LeapError(f"leap bench --ray: a worker could not start (every node needs leap, the model "
                         f"{load.get('model')!r} at that path and the --import modules): {err}") from None
-    file.append({"kind": "meta", "time": time.strftime("%Y-%m-%d %H:%M:%S"), "model": about["model"],
-                 "num_layers": about["num_layers"], "prompts": len(rows),
-                 "settings": {**asdict(settings), "options": asdict(settings.options)}, "machine": about["machine"],
-                 "provenance": about["provenance"],
-                 "ray": {"address": address or "local", "workers": len(idle), "per_worker": per}})
+    file.append({**meta, "ray": {"address": address or "local", "workers": len(idle), "per_worker": per}})
     done = file.done()
     queue = collections.deque(rows)
     tries: collections.Counter[str] = collections.Counter()
