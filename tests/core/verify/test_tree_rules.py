@@ -68,12 +68,12 @@ def model_and_exact():
     return model, _exact_three_token_distribution(model, PROMPT, SamplingSettings(1.0, 1.0))
 
 
-def _sample(model, drafter, rule, seed=7):
+def _sample(model, drafter, rule, seed=7, n=N):
     decoder = SelfSpecDecoder(model, None, drafter=drafter, tree_verify=rule)
     counts = torch.zeros(V**3)
     gen = torch.Generator().manual_seed(seed)
     accepted = 0
-    for _ in range(N):
+    for _ in range(n):
         out = decoder.generate(PROMPT, max_new_tokens=3, generator=gen, temperature=1.0)
         a, b, c = out.token_ids
         counts[(a * V + b) * V + c] += 1
@@ -95,7 +95,7 @@ def test_every_rule_keeps_the_target_distribution(model_and_exact, rule, kind):
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_a_rule_biased_to_the_first_child_fails_the_same_test(model_and_exact, kind):
     model, exact = model_and_exact
-    counts, _ = _sample(model, KINDS[kind](), FirstChild())
+    counts, _ = _sample(model, KINDS[kind](), FirstChild(), n=600)  # a gross bias: p <= 1e-13 at 600 samples
     assert _chi2_pvalue(counts, exact) < 1e-6
 
 
