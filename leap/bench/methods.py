@@ -59,6 +59,7 @@ class BenchOptions:
     seed: int = 0
     steps_per_trial: int = 1
     tree_verify: str = "match"  # how draft trees (and, for traversal, sampled chains) are verified under sampling
+    loss_budget: float = 0.03  # the search's loss cap before something pays (leap.search.runner.SearchSettings)
 
 
 @dataclass
@@ -127,7 +128,7 @@ class SearchMethod(BenchMethod):
                                 zone_metric=zone_metric, group_metric=group_metric, metric_args=metric_args,
                                 low_bit=low_bit)
         settings = SearchSettings(budget=options.budget if budget is None else int(budget), reward=options.reward, min_speedup=options.min_speedup,
-                                  give_up=options.give_up,
+                                  give_up=options.give_up, loss_budget=options.loss_budget,
                                   steps_per_trial=steps_per_trial or options.steps_per_trial,
                                   carry_over=int(carry_over))
         self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify,
@@ -139,6 +140,7 @@ class SearchMethod(BenchMethod):
         return MethodResult.from_outcome(
             res.generation, {"search_overhead_s": res.search_overhead_s}, search_iterations=res.iterations,
             converged=res.converged, t_base_s=res.t_base_s, carried_over=res.carried_over,
+            search_stop=res.stop, search_loss_s=res.search_loss_s,
             trial_rewards=[t["reward"] for t in res.trials], trial_configs=[t["config"] for t in res.trials])
 
 

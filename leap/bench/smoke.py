@@ -193,7 +193,7 @@ def run_smoke(settings: SmokeSettings, progress: Callable[[str], None] | None = 
 
             runner = OnlineSearch(SelfSpecDecoder(model, None, costs=costs),
                                   agent_factory("leap", L, seed=settings.seed),
-                                  SearchSettings(budget=settings.budget, give_up=settings.budget))
+                                  SearchSettings(budget=settings.budget, give_up=settings.budget, loss_budget=0.0))
             timed_generate(name, lambda: runner.generate(prompt, max_new_tokens=settings.max_new_tokens))
         elif name == "redundancy":
             from leap.core.modeling.trace import capture_trace

@@ -53,6 +53,7 @@ def add_harness_args(b, out: str) -> None:
     b.add_argument("--reward", choices=["measured", "cost"], default="measured")
     b.add_argument("--min-speedup", type=float, default=1.0)
     b.add_argument("--give-up", type=int, default=10)
+    b.add_argument("--loss-budget", type=float, default=0.03, help="the most the search may lose before a configuration pays, as a fraction of the request's plain-decoding time (default 0.03; 0 = no limit)")
     b.add_argument("--steps-per-trial", type=int, default=1,
                    help="real steps per search iteration (default 1; per method: --method-arg M:steps_per_trial=4)")
     b.add_argument("--draft-policy", default="confidence", help="draft-length policy of layer-skip drafts")
@@ -108,7 +109,8 @@ def execute(args: argparse.Namespace, methods: list[str], per_method: dict[str, 
         runs=args.runs, warmup=args.warmup, chat=args.chat, seed=args.seed, method_args=per_method,
         options=BenchOptions(budget=args.budget, reward=args.reward, min_speedup=args.min_speedup,
                              give_up=args.give_up, draft_policy=args.draft_policy, seed=args.seed,
-                             steps_per_trial=args.steps_per_trial, tree_verify=args.tree_verify))
+                             steps_per_trial=args.steps_per_trial, tree_verify=args.tree_verify,
+                             loss_budget=args.loss_budget))
     try:
         if args.ray is not None:  # Ray is imported only here
             from leap.bench.on_ray import run_bench_on_ray

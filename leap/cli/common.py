@@ -89,6 +89,8 @@ def add_search_args(p: argparse.ArgumentParser) -> None:
                    help="fall back to plain decoding unless the best configuration's mean reward reaches this")
     p.add_argument("--give-up", type=int, default=10,
                    help="stop searching after N iterations if no step reached --min-speedup (0 = never)")
+    p.add_argument("--loss-budget", type=float, default=0.03,
+                   help="the most the search may lose before a configuration pays, as a fraction of the request's plain-decoding time (default 0.03; 0 = no limit)")
     p.add_argument("--steps-per-trial", type=int, default=1,
                    help="real steps per search iteration, rewarded together (default 1, LEAP's)")
     p.add_argument("--carry-over", type=int, default=0,

@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
         runner = OnlineSearch(decoder, factory, SearchSettings(budget=args.budget, reward=args.reward,
                                                                min_speedup=args.min_speedup, give_up=args.give_up,
                                                                steps_per_trial=args.steps_per_trial,
-                                                               carry_over=args.carry_over))
+                                                               carry_over=args.carry_over,
+                                                               loss_budget=args.loss_budget))
         searched = runner.generate(args.prompt, **settings)
         return searched.generation, searched.to_dict()
 

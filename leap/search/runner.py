@@ -13,6 +13,16 @@
    not pay, leap falls back. If no trial at all reaches ``min_speedup`` within ``give_up`` iterations
    (default 10), the search stops early and falls back.
 
+**Losing cheaply** (``loss_budget``, default 0.03): the search's measured *loss* - its overhead (building
+the space from the prefill trace, agent time) plus each trial's time beyond what plain decoding would
+have spent on the trial's tokens (``time - committed * t_base``) - may reach at most ``loss_budget`` of
+the request's plain-decoding time (prefill + ``max_new_tokens`` plain steps) while no configuration's mean
+reward has reached ``min_speedup`` (with the cost-model reward: the trials' modelled costs, no clock, so the
+search stays deterministic). Once it is spent the search stops (before its first trial, if the
+space alone spent it) and plain decoding finishes: on a prompt where nothing pays LEAP costs about
+``loss_budget`` over plain decoding, at 64 new tokens as at 512. ``SearchOutcome.stop`` says why the
+search ended.
+
 Search overhead (time in ``ask``/``tell`` and in the agent's probe evaluations, outside the decoding
 steps) is reported separately. Greedy output stays token-identical to plain decoding throughout: the
 decoder is lossless for every configuration, whichever the agent picks.
@@ -61,7 +71,8 @@ class SearchSettings:
     reward mostly measures luck and a search over drafters is steadier with 3-4; ``carry_over``: reuse
     a fixed choice whose fixed phase measured at least ``min_speedup`` for up to this many following
     prompts without searching, and search again as soon as it stops paying (0 = search every prompt,
-    LEAP's)."""
+    LEAP's); ``loss_budget``: the most the search may lose, as a fraction of the request's plain-decoding
+    time, before some configuration pays (module docstring; 0 = no limit)."""
 
     budget: int = 40
     base_steps: int = 2
@@ -70,12 +81,13 @@ class SearchSettings:
     reward: str = "measured"
     steps_per_trial: int = 1
     carry_over: int = 0
+    loss_budget: float = 0.03
 
     def __post_init__(self) -> None:
         if self.budget < 0 or self.base_steps < 0 or self.give_up < 0 or self.steps_per_trial < 1 \
-                or self.carry_over < 0:
-            raise SettingsError("search settings: budget, base_steps, give_up and carry_over must be >= 0, "
-                                "steps_per_trial >= 1")
+                or self.carry_over < 0 or not self.loss_budget >= 0:
+            raise SettingsError("search settings: budget, base_steps, give_up, carry_over and loss_budget must "
+                                "be >= 0, steps_per_trial >= 1")
         if self.reward not in ("measured", "cost"):
             raise SettingsError(f"reward must be 'measured' or 'cost', got {self.reward!r}")
 
@@ -92,11 +104,16 @@ class SearchOutcome:
     t_base_s: float
     trials: list[dict[str, Any]] = field(default_factory=list)
     carried_over: bool = False  # the fixed choice came from an earlier prompt (SearchSettings.carry_over)
+    #: why the search ended: "converged", "budget" (iterations), "give_up", "loss_budget", "done" (the
+    #: prompt ended first) or "carried" (no search: an earlier prompt's choice)
+    stop: str = ""
+    search_loss_s: float = 0.0  # overhead + trials' time beyond plain decoding's for their tokens
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.generation.to_dict(), "search_iterations": self.iterations, "converged": self.converged,
                 "fixed_config": self.fixed_config, "search_overhead_s": self.search_overhead_s,
-                "t_base_s": self.t_base_s, "trials": self.trials, "carried_over": self.carried_over}
+                "t_base_s": self.t_base_s, "trials": self.trials, "carried_over": self.carried_over,
+                "search_stop": self.stop, "search_loss_s": self.search_loss_s}
 
 
 class OnlineSearch:
@@ -165,27 +182,45 @@ class OnlineSearch:
         else:
             reward = MeasuredSpeedup(t_base)
 
-        iterations, converged = 0, False
+        iterations, converged, stop = 0, False, "done"
         carried = self._carried if s.carry_over and self._carry_left > 0 else None
         if carried is not None:  # an earlier prompt's choice that kept paying: no search this time
             self._carry_left -= 1
-        while carried is None and not session.done and iterations < s.budget:
+            stop = "carried"
+        plain_s = session.prefill_time_s + session.max_new_tokens * t_base  # the request, decoded plainly
+        # so far: the space and the agent (a cost-model reward counts modelled step costs only: deterministic)
+        lost = overhead if isinstance(reward, MeasuredSpeedup) else 0.0
+        while carried is None and not session.done:
+            if iterations >= s.budget:
+                stop = "budget"
+                break
+            if s.loss_budget and t_base > 0 and lost > s.loss_budget * plain_s and not self._paying(history):
+                stop = "loss_budget"  # losing cheaply: nothing paid, and the search has cost its share
+                break
             t0 = clock()
             config = self.agent.ask(history)
-            overhead += clock() - t0
+            spent = clock() - t0
             steps = self._trial(session, config)
             r = reward.trial(steps)
-            history.record(config, r, committed=sum(x.committed for x in steps), drafted=sum(x.drafted for x in steps),
-                           accepted=sum(x.accepted for x in steps), time_s=sum(x.time_s for x in steps))
+            committed, seconds = sum(x.committed for x in steps), sum(x.time_s for x in steps)
+            history.record(config, r, committed=committed, drafted=sum(x.drafted for x in steps),
+                           accepted=sum(x.accepted for x in steps), time_s=seconds)
             t0 = clock()
             self.agent.record(config, r, history)
             converged = self.agent.converged(history)
-            overhead += clock() - t0
+            spent += clock() - t0
+            overhead += spent
+            if isinstance(reward, MeasuredSpeedup):
+                lost += spent + seconds - committed * t_base
+            else:
+                lost += (sum(reward.predicted_cost(x) for x in steps) - committed) * t_base
             iterations += 1
             if converged:
+                stop = "converged"
                 break
             if s.give_up and iterations >= s.give_up and max(t.reward for t in history) < s.min_speedup:
-                break  # nothing pays: stop spending steps on drafts
+                stop = "give_up"  # nothing pays: stop spending steps on drafts
+                break
 
         fixed = carried if carried is not None else self._choose(history)
         t_fixed, n_fixed = session.decode_time_s, len(session.new_token_ids)
@@ -200,7 +235,12 @@ class OnlineSearch:
                    "reward": t.reward, "committed": t.committed, "drafted": t.drafted, "accepted": t.accepted}
                   for t in history]
         return SearchOutcome(generation, iterations, converged, None if fixed is None else str(fixed),
-                             overhead, t_base, trials, carried_over=carried is not None)
+                             overhead, t_base, trials, carried_over=carried is not None, stop=stop,
+                             search_loss_s=lost)
+
+    def _paying(self, history: SearchHistory) -> bool:
+        """Whether some configuration's mean reward so far reaches ``min_speedup`` (one the fix would keep)."""
+        return any(mean >= self.settings.min_speedup for mean, *_ in history.mean_rewards().values())
 
     def _carry(self, fixed, was_carried: bool, tokens: int, seconds: float, t_base: float) -> None:
         """Keep ``fixed`` for the next prompts if its fixed phase paid (tokens/s over plain's), else drop it."""
@@ -212,6 +252,8 @@ class OnlineSearch:
             self._carried, self._carry_left = fixed, self.settings.carry_over
 
     def _choose(self, history: SearchHistory) -> LayerConfig | None:
+        if not len(history):
+            return None  # no trial ran (the loss budget was spent on the space, or the prompt ended)
         best = self.agent.best(history)
         if best is None:
             return None

@@ -135,7 +135,7 @@ def test_the_harness_clock_includes_search_overhead_and_parts_sum_to_it(tiny_lla
             return None
 
     try:
-        Bench(tiny_llama, ROWS[1:], settings(methods=["test-sleepy"], options=BenchOptions(budget=4, give_up=0)),
+        Bench(tiny_llama, ROWS[1:], settings(methods=["test-sleepy"], options=BenchOptions(budget=4, give_up=0, loss_budget=0)),
               tmp_path, progress=False).run()
     finally:
         search_agents.remove("test-sleepy")

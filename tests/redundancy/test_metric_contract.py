@@ -77,6 +77,21 @@ def test_identity_layer_adds_no_acceptance(identity_model):
     assert ear[-1] == pytest.approx(8.0)  # the last layer drafts exactly what the model predicts
 
 
+@pytest.mark.parametrize("chunk", [5, 64, 100_000])
+def test_ear_is_the_logit_lens_definition(model, chunk):
+    """The streamed log-sum-exp gives LEAP's EAR_l = sum_t prod_{s<=t} min(1, p_final(x_s) / p_l(x_s)),
+    x_s = layer l's logit-lens argmax, computed here the dense way, whatever the vocabulary chunking."""
+    trace = capture_trace(model, PROMPT, positions=8)
+    with torch.inference_mode():
+        outs = torch.stack([trace.layer_output(l) for l in range(model.num_layers)])
+        p = torch.softmax(model.lm_head(model.norm(outs)).double(), dim=-1)  # [L, N, V]
+        x = p.argmax(dim=-1, keepdim=True)
+        alpha = (p[-1].expand_as(p).gather(-1, x) / p.gather(-1, x)).clamp(max=1.0).squeeze(-1)
+        reference = torch.cumprod(alpha, dim=1).sum(dim=1).numpy()
+    assert reference.min() < 7.0  # the tiny random model's early layers disagree with its last one
+    assert np.allclose(expected_accept_lengths(trace, chunk=chunk), reference, atol=1e-4)
+
+
 def test_per_position_metrics_are_invariant_to_position_order(model):
     trace = capture_trace(model, PROMPT, positions=8)
     perm = [3, 0, 7, 1, 6, 2, 5, 4]

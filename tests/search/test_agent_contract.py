@@ -182,7 +182,7 @@ def test_a_declared_persistent_agent_keeps_its_state_across_prompts(tiny_llama):
 
     try:
         runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), agent_factory("test-counting", 6, seed=0),
-                              SearchSettings(budget=3, give_up=0))
+                              SearchSettings(budget=3, give_up=0, loss_budget=0))
         first = runner.generate([5, 6, 7, 8], max_new_tokens=12)
         agent = runner.agent
         second = runner.generate([9, 10, 11, 12], max_new_tokens=12)

@@ -58,11 +58,61 @@ def test_falls_back_to_plain_decoding_when_nothing_pays(tiny_qwen2):
         return _Bad(build_search_space(np.ones(6), np.zeros(6), zones=False, groups=False))
 
     runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), factory,
-                          SearchSettings(budget=12, reward="cost", min_speedup=5.0, give_up=3))
+                          SearchSettings(budget=12, reward="cost", min_speedup=5.0, give_up=3, loss_budget=0))
     out = runner.generate(PROMPT, max_new_tokens=40)
     assert out.fixed_config is None and out.generation.config is None
     assert out.iterations == 3  # gave up: no step reached min_speedup
     assert out.generation.steps[-1].config is None  # the rest decoded plainly
+
+
+class _Stubborn(_Bad):
+    """Never converges: only the settings stop it."""
+
+    def converged(self, history):
+        return False
+
+
+def _bad_factory(trace):
+    import numpy as np
+    from leap.redundancy import build_search_space
+
+    return _Stubborn(build_search_space(np.ones(6), np.zeros(6), zones=False, groups=False))
+
+
+@pytest.mark.parametrize("budget", [0.02, 0.1])
+def test_the_search_stops_once_its_loss_budget_is_spent(tiny_qwen2, budget):
+    """Losing cheaply: drafts that never pay are tried only until their loss (modelled, so deterministic)
+    passes ``loss_budget`` of the request's plain time; the trial that passed it is the last."""
+    plain = SelfSpecDecoder(tiny_qwen2, None).generate(PROMPT, max_new_tokens=60).token_ids
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), _bad_factory,
+                          SearchSettings(budget=40, reward="cost", give_up=0, loss_budget=budget))
+    out = runner.generate(PROMPT, max_new_tokens=60)
+    assert out.stop == "loss_budget" and out.fixed_config is None and out.generation.token_ids == plain
+    allowed = budget * (out.generation.prefill_time_s + 60 * out.t_base_s)
+    costs = runner.decoder.costs
+    losses = [(costs.step_cost(s.drafted, s.layer_passes, s.layer_tokens, s.drafter) - s.committed) * out.t_base_s
+              for s in out.generation.steps if s.config is not None]
+    assert len(losses) == out.iterations >= 1
+    assert sum(losses[:-1]) <= allowed < sum(losses) == pytest.approx(out.search_loss_s)
+    unlimited = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), _bad_factory,
+                             SearchSettings(budget=40, reward="cost", give_up=0, loss_budget=0)).generate(
+        PROMPT, max_new_tokens=60)
+    assert unlimited.iterations > out.iterations and unlimited.stop in ("budget", "done")
+
+
+def test_a_space_that_costs_more_than_the_loss_budget_is_not_searched(tiny_qwen2):
+    """The measured loss counts the search's overhead: a space whose building alone spends the budget
+    leaves no trial, and plain decoding does the whole prompt."""
+    import time as clock
+
+    def slow_factory(trace):
+        clock.sleep(0.3)  # far beyond 3% of this tiny model's plain time for 16 tokens
+        return _bad_factory(trace)
+
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), slow_factory, SearchSettings(budget=40, give_up=0))
+    out = runner.generate(PROMPT, max_new_tokens=16)
+    assert out.stop == "loss_budget" and out.iterations == 0 and out.search_loss_s >= 0.3
+    assert all(s.config is None for s in out.generation.steps)
 
 
 def test_ablation_flags_build_the_right_spaces(tiny_llama):
