@@ -113,6 +113,7 @@ class SearchMethod(BenchMethod):
     def __init__(self, name: str, model: LeapModel, options: BenchOptions, agent: str, *, zones: bool = True,
                  groups: bool = True, search: bool = True, drafters: Sequence[str] | str | None = None,
                  steps_per_trial: int | None = None, budget: int | None = None, carry_over: int = 0,
+                 loss_budget: float | None = None,
                  zone_metric: str = "residual-ratio", group_metric: str = "ear-gain",
                  metric_args: dict[str, dict[str, Any]] | None = None, low_bit: bool = False, low_bits: int = 8,
                  seed: int | None = None, **agent_kwargs: Any) -> None:
@@ -128,7 +129,8 @@ class SearchMethod(BenchMethod):
                                 zone_metric=zone_metric, group_metric=group_metric, metric_args=metric_args,
                                 low_bit=low_bit)
         settings = SearchSettings(budget=options.budget if budget is None else int(budget), reward=options.reward, min_speedup=options.min_speedup,
-                                  give_up=options.give_up, loss_budget=options.loss_budget,
+                                  give_up=options.give_up,
+                                  loss_budget=options.loss_budget if loss_budget is None else float(loss_budget),
                                   steps_per_trial=steps_per_trial or options.steps_per_trial,
                                   carry_over=int(carry_over))
         self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify,

@@ -21,6 +21,12 @@ expanded in one head pass, the ``tree_nodes`` most valuable nodes kept; ``"opt"`
 OPT-Tree's expected speed under the calibrated verification costs peaks (``tree_nodes`` only caps it).
 Trees are greedy; under sampling a tree-shaped eagle drafts its sampled chain.
 
+Online learning (``online=True``, DVI/OSD-style, :mod:`leap.heads.online`): the head keeps training on
+the verified positions of the prompt being answered - one step every ``online_every`` verified positions
+over the last ``online_window``, at most ``online_max_updates`` per prompt, learning rate ``online_lr`` -
+inside the proposal, so on the measured clock. The head then keeps plain (trainable) linears instead of
+oneDNN's packed ones, and what it learns carries over to the following prompts.
+
 Which head: ``head=PATH`` (a safetensors file from ``leap train-head``), ``head=untrained`` (the head as
 initialised: an ablation baseline, and what the registry-wide tests run); by default the head trained for
 the loaded model under ``$LEAP_CACHE/heads/``, then the one shipped in ``leap/data/heads/`` when it
@@ -47,6 +53,7 @@ from leap.core.runtime.costs import DENSE_K
 from leap.core.verify.sampling import SamplingSettings, target_probs
 from leap.heads.dynamic_tree import Candidate, dynamic_tree
 from leap.heads.head import FeatureHead, causal_mask, load_head
+from leap.heads.online import OnlineDistiller
 
 __all__ = ["Eagle", "SHAPES"]
 
@@ -65,7 +72,9 @@ class Eagle(Drafter):
     example_kwargs = {"head": "untrained"}  # runs on any model with no trained file
 
     def __init__(self, num_tokens: int = 6, head: str | FeatureHead | None = None, min_confidence: float = 0.3,
-                 top_k: int = 64, shape: str = "chain", width: int = 4, tree_nodes: int = 0) -> None:
+                 top_k: int = 64, shape: str = "chain", width: int = 4, tree_nodes: int = 0, online: bool = False,
+                 online_lr: float = 1e-3, online_every: int = 16, online_window: int = 32,
+                 online_max_updates: int = 64) -> None:
         if num_tokens < 1:
             raise SettingsError(f"eagle: num_tokens must be >= 1, got {num_tokens}")
         if shape not in SHAPES:
@@ -86,6 +95,12 @@ class Eagle(Drafter):
         if shape == "chain" and self.min_confidence:  # the read of the unsure token that stops the chain
             self.host_reads_per_step = 1
         self.top_k = max(int(top_k), 1)
+        self.online = bool(online)
+        self._online_settings = dict(lr=float(online_lr), every=int(online_every), window=int(online_window),
+                                     max_updates=int(online_max_updates))
+        self.learner: OnlineDistiller | None = None
+        if self.online:
+            OnlineDistiller.check(**self._online_settings)  # bad settings fail now, not at the first prompt
         self.head_source = head
         self.head: FeatureHead | None = head if isinstance(head, FeatureHead) else None
         self.settings = SamplingSettings(0.0, 1.0)
@@ -101,21 +116,26 @@ class Eagle(Drafter):
     def use_model(self, model: Any) -> None:
         if self._model is model:
             return
-        if isinstance(self.head_source, FeatureHead):
-            self.head = self.head_source
-        elif self.head_source == "untrained":  # an ablation baseline: the head as initialised, no training
-            self.head = FeatureHead.from_model(model)
-        else:
-            from leap.heads.store import default_head_path
-
-            path = self.head_source if isinstance(self.head_source, str) else default_head_path(model)
-            self.head = load_head(model, path)
-        if self.head is not self.head_source and model.info.get("onednn_linears"):
+        with torch.inference_mode(False):  # sessions attach drafters under inference mode; a head made here
+            self.head = self._make_head(model)  # stays trainable (online learning)
+        if self.online:  # trains while it drafts: plain linears (packed ones pass no gradient)
+            self.learner = OnlineDistiller(model, self.head, **self._online_settings)
+        elif self.head is not self.head_source and model.info.get("onednn_linears"):
             from leap.core.modeling.fast_linear import accelerate_linears
 
             accelerate_linears(self.head)  # a head loaded here only drafts: pack its linears like the model's
         self._model, self._eos = model, model.eos_token_ids
         self._lm = DraftHead(model.lm_head, self.head.vocab_list)
+
+    def _make_head(self, model: Any) -> FeatureHead:
+        if isinstance(self.head_source, FeatureHead):
+            return self.head_source
+        if self.head_source == "untrained":  # an ablation baseline: the head as initialised, no training
+            return FeatureHead.from_model(model)
+        from leap.heads.store import default_head_path
+
+        path = self.head_source if isinstance(self.head_source, str) else default_head_path(model)
+        return load_head(model, path)
 
     def use_sampling(self, settings: SamplingSettings) -> None:
         self.settings = settings
@@ -128,6 +148,8 @@ class Eagle(Drafter):
     def begin(self, prompt: Sequence[int]) -> None:
         self._features, self._known, self._fed = None, 0, 0
         self._cache = LeapKVCache(1)
+        if self.learner is not None:
+            self.learner.begin()
 
     def observe_features(self, start: int, features: torch.Tensor) -> None:
         if start > self._known:  # a gap: the positions between are unknown; keep what it holds
@@ -170,6 +192,8 @@ class Eagle(Drafter):
         if self._known < n - 1 or n < 2:
             return None  # features missing (a drafter used outside a session): no draft
         feats = self._features
+        if self.learner is not None and self.learner.update(tokens, feats, self._known):
+            self._restart_cache(max(self._known - self.learner.window, 0))  # re-feed what the window trained on
         self._restart_cache(n - 2)
         return self._step(feats[self._fed:n - 1], tokens[self._fed + 1:n], self._fed)
 

@@ -31,7 +31,8 @@ MODEL_FREE = {"prompt-lookup", "token-recycling", "suffix", "stand"}
 DRAFTER_CASES = [(name, dict(drafters.get(name).example_kwargs)) for name in drafters.names()] + [
     (name, {"tree_nodes": 6}) for name in sorted(MODEL_FREE - {"stand"})] + [
     ("stand", {"shape": "best-first", "tree_nodes": 6}), ("stand", {"shape": "opt"}), ("stand", {"shape": "delayed"}),
-    ("suffix", {"shape": "opt"}), ("token-recycling", {"shape": "opt"})]
+    ("suffix", {"shape": "opt"}), ("token-recycling", {"shape": "opt"}),
+    ("eagle", {"head": "untrained", "online": True, "online_every": 2})]  # a head that trains while it drafts
 
 
 @pytest.mark.parametrize("name, kwargs", DRAFTER_CASES, ids=lambda v: v if isinstance(v, str) else str(v or ""))
