@@ -8,15 +8,7 @@ set -euo pipefail
 out="${1:?usage: bash benchmarks/heads_online.sh OUT_DIR [SEED_PROMPTS]}"
 n="${2:-8}"
 mkdir -p "$out"
-python - "$out/prompts.jsonl" "$n" <<'PY'
-import json, sys
-from leap.heads.prompts import seed_prompts
-path, n = sys.argv[1], int(sys.argv[2])
-rows = seed_prompts(1300 + n)[1300:]  # held out: the shipped head trained on the first 1,200
-with open(path, "w") as f:
-    for i, text in enumerate(rows):
-        f.write(json.dumps({"question_id": f"seed-{1300 + i}", "category": "seed", "turns": [text]}) + "\n")
-PY
+python -m leap.heads.prompts "$out/prompts.jsonl" 1300 "$n"  # held out: the shipped head trained on the first 1,200
 methods=(--methods ar,eagle,eagle-online=eagle --method-arg eagle-online:online=true)
 leap bench "${methods[@]}" --num-prompts 1 --first-turn-only --max-new-tokens 256 --temperature 0 --threads 2 \
     --seed 0 --quiet --out "$out/spec_bench_256"

@@ -6,15 +6,7 @@ set -euo pipefail
 out="${1:?usage: bash benchmarks/heads_tuning.sh OUT_DIR [PROMPTS]}"
 n="${2:-13}"
 mkdir -p "$out"
-python - "$out/prompts.jsonl" "$n" <<'PY'
-import json, sys
-from leap.heads.prompts import seed_prompts
-path, n = sys.argv[1], int(sys.argv[2])
-rows = seed_prompts(1200 + n)[1200:]  # held out: the shipped head trained on the first 1,200
-with open(path, "w") as f:
-    for i, text in enumerate(rows):
-        f.write(json.dumps({"question_id": f"seed-{1200 + i}", "category": "seed", "turns": [text]}) + "\n")
-PY
+python -m leap.heads.prompts "$out/prompts.jsonl" 1200 "$n"  # held out: the shipped head trained on the first 1,200
 leap bench --prompts "$out/prompts.jsonl" --methods ar,eagle,eagle-c3=eagle,eagle-c5=eagle \
     --method-arg eagle:min_confidence=0 --method-arg eagle-c3:min_confidence=0.3 --method-arg eagle-c5:min_confidence=0.5 \
     --num-prompts "$n" --temperature 0 --out "$out/t0" --max-new-tokens 128 --threads 2 --seed 0 --quiet

@@ -4,7 +4,7 @@ Same episodes, observations, rewards and termination as ``v0`` (:mod:`leap.envs.
 the action gains a last entry, the index of a drafter option (``drafters``, default :data:`V1_DRAFTERS`:
 layer-skip, prompt lookup, suffix, gated, hybrid, stand chains and OPT-Tree trees - the search's
 defaults when ``v1`` was registered, frozen so the action space keeps its meaning; the search's
-:data:`~leap.search.drafter_space.DEFAULT_DRAFTERS` has since gained ``lowbit`` and ``cascade``: pass
+:data:`~leap.search.drafter_space.DEFAULT_DRAFTERS` has since gained ``lowbit``, ``cascade`` and ``eagle``: pass
 ``drafters=DEFAULT_DRAFTERS`` for them):
 
 * **Action**: ``MultiDiscrete([3] * units + [len(drafters)])``. The unit entries are the layer
@@ -17,6 +17,8 @@ suffix drafter's earlier outputs carry over between episodes, as in a serving sy
 instance observes every verification of an episode, whichever option drafted it.
 ``LeapLayerSearch-v0`` keeps its meaning; ``LeapLayerSearchCost-v1`` is this with the cost model and
 ``persist_drafters=False`` (fresh drafters every episode, so episodes are deterministic).
+Options that cannot draft for the model (``eagle`` where no head was trained for it) are left out with a
+warning; ``info["drafters"]`` names the options kept, in action order.
 """
 
 from __future__ import annotations
@@ -40,12 +42,16 @@ class LeapDrafterSearchEnv(LeapLayerSearchEnv):
 
     def __init__(self, *args: Any, drafters: Sequence[str] | None = None, persist_drafters: bool = True,
                  **kwargs: Any) -> None:
-        from leap.search.drafter_space import parse_option
+        from leap.core.modeling.model import LeapModel, load_model
+        from leap.search.drafter_space import usable_options
 
-        self.options = [parse_option(d) for d in (drafters or V1_DRAFTERS)]
+        model = args[0] if args else kwargs.pop("model", "smollm2")
+        if not isinstance(model, LeapModel):  # loaded here: the options that cannot draft for it are left out
+            model = load_model(model, device=kwargs.pop("device", "auto"), dtype=kwargs.pop("dtype", None))
+        self.options = list(usable_options(drafters or V1_DRAFTERS, model))
         self.persist_drafters = persist_drafters
         self.drafters = self._new_drafters()
-        super().__init__(*args, **kwargs)
+        super().__init__(model, *args[1:], **kwargs)
         self.action_space = spaces.MultiDiscrete([len(self.canonical)] * len(self.space.units) + [len(self.options)])
 
     def _new_drafters(self) -> list:

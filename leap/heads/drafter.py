@@ -113,6 +113,19 @@ class Eagle(Drafter):
         self._fed = 0  # head cache entries (verified positions fed with the token after them)
 
     # ------------------------------------------------------------------ hooks
+    @classmethod
+    def unavailable(cls, model: Any, head: str | FeatureHead | None = None, **kwargs: Any) -> str | None:
+        """No ``head=`` given and no trained head for ``model`` (none under ``$LEAP_CACHE``, none shipped)."""
+        if head is not None:
+            return None  # the user's own head or path: its errors are theirs to see when it loads
+        from leap.heads.store import default_head_path
+
+        try:
+            default_head_path(model)
+        except SettingsError as e:
+            return str(e)
+        return None
+
     def use_model(self, model: Any) -> None:
         if self._model is model:
             return

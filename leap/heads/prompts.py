@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["TOPICS", "TEMPLATES", "MATH", "seed_prompts"]
+__all__ = ["TOPICS", "TEMPLATES", "MATH", "seed_prompts", "write_prompt_file"]
 
 TOPICS = [
     "the water cycle", "photosynthesis", "black holes", "the French Revolution", "the Roman Empire",
@@ -77,3 +77,19 @@ def seed_prompts(n: int | None = None, seed: int = 0) -> list[str]:
     if n is not None and n > len(pool):
         raise ValueError(f"at most {len(pool)} seed prompts, asked for {n}")
     return pool if n is None else pool[:n]
+
+
+def write_prompt_file(path: str, start: int, n: int) -> None:
+    """Seed prompts ``start .. start + n - 1`` as a ``leap bench --prompts`` JSONL file (category ``seed``):
+    held-out text for tuning and measuring heads, when ``start`` is past the prompts a head trained on."""
+    import json
+
+    with open(path, "w") as f:
+        for i, text in enumerate(seed_prompts(start + n)[start:]):
+            f.write(json.dumps({"question_id": f"seed-{start + i}", "category": "seed", "turns": [text]}) + "\n")
+
+
+if __name__ == "__main__":  # python -m leap.heads.prompts PATH START N (the benchmark scripts' held-out prompts)
+    import sys
+
+    write_prompt_file(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

@@ -34,10 +34,13 @@ from leap.core.errors import ConfigError, SettingsError
 from leap.core.options import parse_spec
 from leap.redundancy.space import SearchSpace
 
-__all__ = ["DrafterOption", "DraftChoice", "JointSpace", "with_drafters", "parse_option", "DEFAULT_DRAFTERS"]
+__all__ = ["DrafterOption", "DraftChoice", "JointSpace", "with_drafters", "parse_option", "DEFAULT_DRAFTERS",
+           "usable_options"]
 
+# lowbit, cascade: the low-bit self-draft (issue 22); eagle: the model's trained head (issue 19), left out
+# (usable_options) on models with none
 DEFAULT_DRAFTERS = ("layer-skip", "prompt-lookup", "suffix", "gated", "hybrid:free=suffix", "stand",
-                    "stand:shape=opt", "lowbit", "cascade")  # lowbit, cascade: the low-bit self-draft (issue 22)
+                    "stand:shape=opt", "lowbit", "cascade", "eagle")
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,27 @@ class JointSpace(SearchSpace):
 def with_drafters(space: SearchSpace, options: Sequence[str | DrafterOption] = DEFAULT_DRAFTERS) -> JointSpace:
     """LEAP's space with the drafter dimension added."""
     return JointSpace(space, options)
+
+
+def usable_options(options: Sequence[str | DrafterOption], model) -> tuple[DrafterOption, ...]:
+    """``options`` less those whose drafter says it cannot draft for ``model``
+    (:meth:`~leap.core.drafters.base.Drafter.unavailable`), each left out with a warning giving its reason;
+    a clear error if none is left."""
+    import warnings
+
+    from leap.core.drafters import drafters
+
+    kept = []
+    for option in (parse_option(o) for o in options):
+        reason = drafters.get(option.name).unavailable(model, **option.kwargs)
+        if reason is None:
+            kept.append(option)
+        else:
+            warnings.warn(f"drafter option {option.label} left out of the search: {reason}", stacklevel=2)
+    if not kept:
+        raise SettingsError(f"none of the drafter options {[parse_option(o).label for o in options]} can draft "
+                            f"for {getattr(model, 'name', 'this model')}")
+    return tuple(kept)
 
 
 def option_count(space: SearchSpace) -> int:

@@ -14,7 +14,8 @@ any agent      a registered agent (``mcts``, ``ucb``, ``bayes``, ``random``, ``z
 =============  ==============================================================================
 
 Search over drafters: ``drafters=[...]`` adds the drafter dimension (``leap generate --drafters``,
-the ``leap-drafters`` benchmark method).
+the ``leap-drafters`` benchmark method); options that cannot draft for the prompt's model (``eagle``
+with no trained head for it) are left out with a warning.
 
 Ablations: ``zones=False`` (every layer middle-like), ``groups=False`` (one unit per layer),
 ``search=False`` (``zone-rule`` instead of the agent: LEAP's "w/o MCTS").
@@ -28,7 +29,7 @@ from typing import Any
 from leap.core.errors import SettingsError
 from leap.core.modeling.trace import LayerTrace
 from leap.search.base import SearchAgent, make_agent, search_agents
-from leap.search.drafter_space import with_drafters
+from leap.search.drafter_space import usable_options, with_drafters
 
 __all__ = ["agent_factory"]
 
@@ -77,11 +78,20 @@ def agent_factory(
 
         return persistent
     counter = iter(range(1_000_000))
+    usable: dict[int, tuple] = {}  # per model: the drafter options that can draft for it (checked once)
+
+    def options_for(trace: LayerTrace | None):
+        model = getattr(trace, "model", None)
+        if model is None:
+            return drafters
+        if id(model) not in usable:
+            usable[id(model)] = usable_options(drafters, model)
+        return usable[id(model)]
 
     def factory(trace: LayerTrace | None) -> SearchAgent:
         space = cls.space_for(trace, num_layers, zones=zones, groups=groups, **space_kwargs)
         if drafters:
-            space = with_drafters(space, drafters)
+            space = with_drafters(space, options_for(trace))
         prompt_seed = None if seed is None else seed + next(counter)
         return make_agent(name, space, seed=prompt_seed, **kwargs)
 

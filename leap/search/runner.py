@@ -16,12 +16,14 @@
 **Losing cheaply** (``loss_budget``, default 0.03): the search's measured *loss* - its overhead (building
 the space from the prefill trace, agent time) plus each trial's time beyond what plain decoding would
 have spent on the trial's tokens (``time - committed * t_base``) - may reach at most ``loss_budget`` of
-the request's plain-decoding time (prefill + ``max_new_tokens`` plain steps) while no configuration's mean
-reward has reached ``min_speedup`` (with the cost-model reward: the trials' modelled costs, no clock, so the
-search stays deterministic). Once it is spent the search stops (before its first trial, if the
+the request's plain-decoding time (prefill + ``max_new_tokens`` plain steps, ``t_base`` measured first)
+while no configuration's mean reward has reached ``min_speedup`` (with the cost-model reward: the trials'
+modelled costs, no clock, so the search stays deterministic). Once it is spent the search stops (before its first trial, if the
 space alone spent it) and plain decoding finishes: on a prompt where nothing pays LEAP costs about
-``loss_budget`` over plain decoding, at 64 new tokens as at 512. ``SearchOutcome.stop`` says why the
-search ended.
+``loss_budget`` over plain decoding, at 64 new tokens as at 512. The runner remembers what building the
+space and the agent cost on the last prompt where it built them (measured on this machine; LEAP's Stage I
+pushes every layer of 8 positions through the LM head); when that alone is more than a request may lose,
+the request is decoded plainly without building them. ``SearchOutcome.stop`` says why the search ended.
 
 Search overhead (time in ``ask``/``tell`` and in the agent's probe evaluations, outside the decoding
 steps) is reported separately. Greedy output stays token-identical to plain decoding throughout: the
@@ -137,6 +139,7 @@ class OnlineSearch:
         self.drafters: dict[DrafterOption, Drafter] = {}  # one instance per option, kept across prompts
         self._carried = None  # settings.carry_over: the choice reused without a search ...
         self._carry_left = 0  # ... and for how many more prompts
+        self._space_s: float | None = None  # what building the space and agent cost on the last prompt (measured)
 
     def _drafter(self, option: DrafterOption) -> Drafter:
         if option not in self.drafters:
@@ -161,16 +164,6 @@ class OnlineSearch:
         s = self.settings
         session = self.decoder.start(prompt, trace_positions=self.trace_positions, **kwargs)
         clock = session.stack.clock  # synchronises the device before reading the host clock
-        t0 = clock()
-        self.agent = self.agent_factory(session.trace)
-        overhead = clock() - t0
-        history = SearchHistory()
-        probe = ContextProbe(session)
-        t0 = clock()
-        self.agent.on_prompt(probe)
-        for option in self.agent.space.options:  # stateful drafters learn from every step of the prompt
-            session.attach(self._drafter(option))
-        overhead += clock() - t0
 
         # t_base: plain steps after one untimed warm-up step (the first step after a prefill runs
         # cold on a GPU: new shapes, allocator growth); their tokens are kept, nothing is wasted
@@ -181,16 +174,30 @@ class OnlineSearch:
             reward = CostModelSpeedup(self.decoder.costs)
         else:
             reward = MeasuredSpeedup(t_base)
+        plain_s = session.prefill_time_s + session.max_new_tokens * t_base  # the request, decoded plainly
 
-        iterations, converged, stop = 0, False, "done"
+        iterations, converged, stop, overhead = 0, False, "done", 0.0
         carried = self._carried if s.carry_over and self._carry_left > 0 else None
         if carried is not None:  # an earlier prompt's choice that kept paying: no search this time
             self._carry_left -= 1
             stop = "carried"
-        plain_s = session.prefill_time_s + session.max_new_tokens * t_base  # the request, decoded plainly
+        # losing cheaply: when building the space and agent cost more on the last prompt than this whole
+        # request may lose (measured reward only: the cost-model reward stays deterministic), do not build them
+        skip = carried is None and bool(s.loss_budget) and isinstance(reward, MeasuredSpeedup) \
+            and self._space_s is not None and self._space_s > s.loss_budget * plain_s
+        history = SearchHistory()
+        if skip:
+            stop = "loss_budget"
+        else:
+            t0 = clock()
+            self.agent = self.agent_factory(session.trace)
+            self.agent.on_prompt(ContextProbe(session))
+            for option in self.agent.space.options:  # stateful drafters learn from every later step
+                session.attach(self._drafter(option))
+            overhead = self._space_s = clock() - t0
         # so far: the space and the agent (a cost-model reward counts modelled step costs only: deterministic)
         lost = overhead if isinstance(reward, MeasuredSpeedup) else 0.0
-        while carried is None and not session.done:
+        while carried is None and not skip and not session.done:
             if iterations >= s.budget:
                 stop = "budget"
                 break

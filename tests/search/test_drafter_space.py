@@ -99,3 +99,23 @@ def test_option_parsing_and_errors():
         space.to_config((*layer_space.full_choice, 5))
     # a choice with one action per unit means the first option (agents written for layer spaces)
     assert space.to_config(layer_space.full_choice).drafter.label == "suffix"
+
+
+def test_options_that_cannot_draft_for_the_model_leave_the_search_with_a_warning(tiny_llama, tmp_path, monkeypatch):
+    """``eagle`` with no trained head for the model is left out of a drafter search (warned, with the
+    fix); given a head it stays; nothing usable is a clear error. The per-prompt factory applies it."""
+    from leap.search.drafter_space import usable_options
+    from leap.search.factory import agent_factory
+    from leap.core.decoding.decoder import SelfSpecDecoder
+
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))  # no head trained for the tiny model here
+    with pytest.warns(UserWarning, match="eagle left out of the search: no draft head for tiny"):
+        kept = usable_options(["prompt-lookup", "eagle"], tiny_llama)
+    assert [o.label for o in kept] == ["prompt-lookup"]
+    assert [o.label for o in usable_options(["eagle:head=untrained"], tiny_llama)] == ["eagle:head=untrained"]
+    with pytest.raises(SettingsError, match="none of the drafter options"), pytest.warns(UserWarning):
+        usable_options(["eagle"], tiny_llama)
+    trace = SelfSpecDecoder(tiny_llama, None).start([5, 6, 7, 8], max_new_tokens=2, trace_positions=4).trace
+    with pytest.warns(UserWarning, match="eagle"):
+        agent = agent_factory("leap", tiny_llama.num_layers, drafters=["suffix", "eagle"], seed=0)(trace)
+    assert [o.label for o in agent.space.options] == ["suffix"]

@@ -102,10 +102,14 @@ def test_the_search_stops_once_its_loss_budget_is_spent(tiny_qwen2, budget):
 
 def test_a_space_that_costs_more_than_the_loss_budget_is_not_searched(tiny_qwen2):
     """The measured loss counts the search's overhead: a space whose building alone spends the budget
-    leaves no trial, and plain decoding does the whole prompt."""
+    leaves no trial, and plain decoding does the whole prompt; on the next prompt the runner, knowing
+    what the space costs, does not build it at all - unless the request is long enough to afford it."""
     import time as clock
 
+    built = []
+
     def slow_factory(trace):
+        built.append(1)
         clock.sleep(0.3)  # far beyond 3% of this tiny model's plain time for 16 tokens
         return _bad_factory(trace)
 
@@ -113,6 +117,11 @@ def test_a_space_that_costs_more_than_the_loss_budget_is_not_searched(tiny_qwen2
     out = runner.generate(PROMPT, max_new_tokens=16)
     assert out.stop == "loss_budget" and out.iterations == 0 and out.search_loss_s >= 0.3
     assert all(s.config is None for s in out.generation.steps)
+    again = runner.generate(PROMPT, max_new_tokens=16)
+    assert len(built) == 1 and again.stop == "loss_budget" and again.search_loss_s == 0.0
+    runner.settings = SearchSettings(budget=40, give_up=0, loss_budget=1e6)  # a request that can afford it
+    runner.generate(PROMPT, max_new_tokens=16)
+    assert len(built) == 2
 
 
 def test_ablation_flags_build_the_right_spaces(tiny_llama):

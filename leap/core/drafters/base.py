@@ -96,6 +96,14 @@ class Drafter:
         drawn = self.propose_sampled(tokens, max_depth, generator)[:max_depth]
         return DraftTree.chain([t for t, _ in drawn], [q for _, q in drawn])
 
+    @classmethod
+    def unavailable(cls, model: Any, **kwargs: Any) -> str | None:
+        """Why this drafter, made with ``kwargs``, cannot draft for ``model`` (e.g. no trained head for it),
+        or None when it can. Cheap: called before the drafter is made. A search over drafters
+        (:func:`leap.search.drafter_space.usable_options`) leaves out an option that says why, with a warning
+        naming the reason; the base says None."""
+        return None
+
     def continue_with_layers(self, proposed: int) -> bool:
         """After ``proposed`` model-free tokens, should the layer-skip draft continue the chain?"""
         return False
