@@ -13,17 +13,18 @@
    not pay, leap falls back. If no trial at all reaches ``min_speedup`` within ``give_up`` iterations
    (default 10), the search stops early and falls back.
 
-**Losing cheaply** (``loss_budget``, default 0.03): the search's measured *loss* - its overhead (building
-the space from the prefill trace, agent time) plus each trial's time beyond what plain decoding would
-have spent on the trial's tokens (``time - committed * t_base``) - may reach at most ``loss_budget`` of
-the request's plain-decoding time (prefill + ``max_new_tokens`` plain steps, ``t_base`` measured first)
-while no configuration's mean reward has reached ``min_speedup`` (with the cost-model reward: the trials'
-modelled costs, no clock, so the search stays deterministic). Once it is spent the search stops (before its first trial, if the
-space alone spent it) and plain decoding finishes: on a prompt where nothing pays LEAP costs about
-``loss_budget`` over plain decoding, at 64 new tokens as at 512. The runner remembers what building the
-space and the agent cost on the last prompt where it built them (measured on this machine; LEAP's Stage I
-pushes every layer of 8 positions through the LM head); when that alone is more than a request may lose,
-the request is decoded plainly without building them. ``SearchOutcome.stop`` says why the search ended.
+**Losing cheaply** (``loss_budget``, default 0.03): the trials' measured *loss* - each trial's time beyond
+what plain decoding would have spent on its tokens (``time - committed * t_base``), plus the agent's time -
+may reach at most ``loss_budget`` of the request's plain-decoding time (prefill + ``max_new_tokens`` plain
+steps, ``t_base`` measured first) while no configuration's mean reward has reached ``min_speedup`` (with
+the cost-model reward: the trials' modelled costs, no clock, so the search stays deterministic); then the
+search stops and plain decoding finishes. The space's own cost (LEAP's Stage I pushes every layer's
+output at 8 positions through the LM head) is the other part: the runner remembers what building the
+space and agent cost on the last prompt where it built them (measured on this machine) and whether that
+search found anything paying; when it found nothing and the space alone costs more than this request may
+lose, the request is decoded plainly without building it. So on prompts where nothing pays LEAP costs
+about ``loss_budget`` over plain decoding, at 64 new tokens as at 512, after the first such prompt.
+``SearchOutcome.stop`` says why the search ended.
 
 Search overhead (time in ``ask``/``tell`` and in the agent's probe evaluations, outside the decoding
 steps) is reported separately. Greedy output stays token-identical to plain decoding throughout: the
@@ -109,7 +110,7 @@ class SearchOutcome:
     #: why the search ended: "converged", "budget" (iterations), "give_up", "loss_budget", "done" (the
     #: prompt ended first) or "carried" (no search: an earlier prompt's choice)
     stop: str = ""
-    search_loss_s: float = 0.0  # overhead + trials' time beyond plain decoding's for their tokens
+    search_loss_s: float = 0.0  # the trials' time beyond plain decoding's for their tokens, plus agent time
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.generation.to_dict(), "search_iterations": self.iterations, "converged": self.converged,
@@ -140,6 +141,7 @@ class OnlineSearch:
         self._carried = None  # settings.carry_over: the choice reused without a search ...
         self._carry_left = 0  # ... and for how many more prompts
         self._space_s: float | None = None  # what building the space and agent cost on the last prompt (measured)
+        self._last_paid: bool | None = None  # whether the last search found a configuration that paid
 
     def _drafter(self, option: DrafterOption) -> Drafter:
         if option not in self.drafters:
@@ -181,10 +183,10 @@ class OnlineSearch:
         if carried is not None:  # an earlier prompt's choice that kept paying: no search this time
             self._carry_left -= 1
             stop = "carried"
-        # losing cheaply: when building the space and agent cost more on the last prompt than this whole
-        # request may lose (measured reward only: the cost-model reward stays deterministic), do not build them
+        # losing cheaply: when the last search found nothing paying and building the space and agent cost more
+        # than this request may lose (measured reward only: the cost-model reward stays deterministic), skip it
         skip = carried is None and bool(s.loss_budget) and isinstance(reward, MeasuredSpeedup) \
-            and self._space_s is not None and self._space_s > s.loss_budget * plain_s
+            and self._last_paid is False and self._space_s is not None and self._space_s > s.loss_budget * plain_s
         history = SearchHistory()
         if skip:
             stop = "loss_budget"
@@ -195,8 +197,7 @@ class OnlineSearch:
             for option in self.agent.space.options:  # stateful drafters learn from every later step
                 session.attach(self._drafter(option))
             overhead = self._space_s = clock() - t0
-        # so far: the space and the agent (a cost-model reward counts modelled step costs only: deterministic)
-        lost = overhead if isinstance(reward, MeasuredSpeedup) else 0.0
+        lost = 0.0  # the trials' loss (the space's cost is governed by the skip above)
         while carried is None and not skip and not session.done:
             if iterations >= s.budget:
                 stop = "budget"
@@ -229,6 +230,8 @@ class OnlineSearch:
                 stop = "give_up"  # nothing pays: stop spending steps on drafts
                 break
 
+        if carried is None and not skip and len(history):
+            self._last_paid = self._paying(history)
         fixed = carried if carried is not None else self._choose(history)
         t_fixed, n_fixed = session.decode_time_s, len(session.new_token_ids)
         while not session.done:

@@ -100,27 +100,46 @@ def test_the_search_stops_once_its_loss_budget_is_spent(tiny_qwen2, budget):
     assert unlimited.iterations > out.iterations and unlimited.stop in ("budget", "done")
 
 
-def test_a_space_that_costs_more_than_the_loss_budget_is_not_searched(tiny_qwen2):
-    """The measured loss counts the search's overhead: a space whose building alone spends the budget
-    leaves no trial, and plain decoding does the whole prompt; on the next prompt the runner, knowing
-    what the space costs, does not build it at all - unless the request is long enough to afford it."""
+class _PlainAsker(_Stubborn):
+    """Asks for plain decoding: a trial that 'pays' whenever min_speedup is below 1."""
+
+    def ask(self, history):
+        return None
+
+
+def test_a_space_that_cost_more_than_the_loss_budget_is_not_rebuilt_after_a_search_found_nothing(tiny_qwen2):
+    """The space's cost is remembered: after a search that found nothing paying, a request that cannot
+    afford the space decodes plainly without building it; a long enough request builds it again, and so
+    does every request after a search that found something paying."""
     import time as clock
 
     built = []
 
-    def slow_factory(trace):
-        built.append(1)
-        clock.sleep(0.3)  # far beyond 3% of this tiny model's plain time for 16 tokens
-        return _bad_factory(trace)
+    def slow(agent_cls):
+        def factory(trace):
+            built.append(1)
+            clock.sleep(0.3)  # far beyond 3% of this tiny model's plain time for 16 tokens
+            import numpy as np
+            from leap.redundancy import build_search_space
 
-    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), slow_factory, SearchSettings(budget=40, give_up=0))
+            return agent_cls(build_search_space(np.ones(6), np.zeros(6), zones=False, groups=False))
+        return factory
+
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), slow(_Stubborn), SearchSettings(budget=40, give_up=0))
     out = runner.generate(PROMPT, max_new_tokens=16)
-    assert out.stop == "loss_budget" and out.iterations == 0 and out.search_loss_s >= 0.3
-    assert all(s.config is None for s in out.generation.steps)
+    assert len(built) == 1 and out.fixed_config is None and out.iterations >= 1
     again = runner.generate(PROMPT, max_new_tokens=16)
-    assert len(built) == 1 and again.stop == "loss_budget" and again.search_loss_s == 0.0
+    assert len(built) == 1 and again.stop == "loss_budget" and again.iterations == 0
+    assert all(s.config is None for s in again.generation.steps)
     runner.settings = SearchSettings(budget=40, give_up=0, loss_budget=1e6)  # a request that can afford it
     runner.generate(PROMPT, max_new_tokens=16)
+    assert len(built) == 2
+
+    built.clear()
+    paying = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), slow(_PlainAsker),
+                          SearchSettings(budget=4, give_up=0, min_speedup=0.01))
+    for _ in range(2):
+        assert paying.generate(PROMPT, max_new_tokens=16).iterations >= 1
     assert len(built) == 2
 
 
