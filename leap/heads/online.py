@@ -11,7 +11,10 @@ over the last ``window`` verified positions (a causal pass of the head over that
 training), with the distribution loss of offline training: cross-entropy of the head's draft distribution
 against the verifier's over the draft vocabulary (DVI's KL stage; the constant entropy term aside, the
 same gradient). At most ``max_updates`` steps per prompt: the cost is capped, and it is inside the
-decoding step's measured time, since the drafter calls :meth:`update` from its proposal.
+decoding step's measured time, since the drafter calls :meth:`update` from its proposal. The optimiser
+is torch's fused AdamW, whose step counts stay on the parameters' device: an update reads nothing back
+to the host (the foreach AdamW reads each parameter's step count with ``.item()``; the registry's
+host-read test caught it).
 
 Lossless by construction and checked by test: only the head's own parameters change (the model's weights,
 the LM head rows and the committed tokens are never written), and the verifier decides every token.
@@ -49,7 +52,7 @@ class OnlineDistiller:
         with torch.inference_mode(False):
             head.requires_grad_(True)
             self.weight = model.lm_head.weight.detach()[head.vocab_ids].clone().float()  # draft vocabulary rows
-            self.opt = torch.optim.AdamW(list(head.parameters()), lr=lr, weight_decay=0.0)
+            self.opt = torch.optim.AdamW(list(head.parameters()), lr=lr, weight_decay=0.0, fused=True)
         self.updates = 0  # this prompt's
         self.trained_upto = 0  # verified positions when the last update ran
         self.last_loss: torch.Tensor | None = None  # on the device: reading it is the caller's choice
