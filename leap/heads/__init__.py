@@ -5,7 +5,8 @@ embedding]``, one decoder layer, the final norm; save and load), :mod:`.drafter`
 drafts from the verifier's features, which the decoding session hands to drafters with
 ``needs_features``), :mod:`.prompts` (leap's own seed prompts), :mod:`.data` (the model's answers to them,
 with features: self-distillation data), :mod:`.train` (the training loop behind ``leap train-head``),
-:mod:`.store` (where heads live: ``$LEAP_CACHE/heads/<model>/`` or shipped package data).
+:mod:`.store` (where heads live: ``$LEAP_CACHE/heads/<model>/`` or shipped package data), :mod:`.online`
+(DVI/OSD-style online self-distillation of a head while it drafts: ``eagle online=true``).
 
 May import: :mod:`leap.core` (the drafter interface, the model, sampling). :mod:`leap.core` never imports
 this package; the ``drafters`` registry loads :mod:`.drafter` by name.
