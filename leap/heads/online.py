@@ -33,7 +33,8 @@ from typing import Any
 import torch
 
 from leap.core.errors import SettingsError
-from leap.heads.head import FeatureHead, causal_mask
+from leap.heads.head import FeatureHead
+from leap.heads.train import distribution_loss, teacher_forced
 
 __all__ = ["OnlineDistiller"]
 
@@ -77,18 +78,12 @@ class OnlineDistiller:
         if not self.due(known):
             return False
         start = max(0, known - self.window)
-        model, head = self.model, self.head
+        head = self.head
         with torch.inference_mode(False), torch.enable_grad():
             feats = features[start:known].clone().to(self.weight.dtype).unsqueeze(0)  # [1, T, H]
-            ids = torch.as_tensor(list(tokens[start + 1:known]), dtype=torch.long, device=feats.device).view(1, -1)
-            embeds = model.embed_tokens(ids).detach().clone().to(feats.dtype)
-            length = ids.shape[1]
-            position_ids = torch.arange(length, device=feats.device).view(1, -1)
-            pos = tuple(p.clone() for p in model.rotary_emb(embeds, position_ids=position_ids))
-            pred = head(feats[:, :-1], embeds, pos, attention_mask=causal_mask(0, length, feats.dtype, feats.device),
-                        position_ids=position_ids)[0]
-            target = torch.softmax(feats[0, 1:] @ self.weight.T, dim=-1)
-            loss = -(target * torch.log_softmax(pred @ self.weight.T, dim=-1)).sum(-1).mean()
+            ids = torch.as_tensor(list(tokens[start:known]), dtype=torch.long, device=feats.device).view(1, -1)
+            pred = teacher_forced(self.model, head, ids, feats, None)  # teacher-forced, exactly as offline training
+            loss = distribution_loss(pred, feats[:, 1:], self.weight)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from leap.heads.data import DistillData, _bar
 from leap.heads.head import FeatureHead, causal_mask
 
-__all__ = ["train_head", "draft_vocabulary", "agreement"]
+__all__ = ["train_head", "draft_vocabulary", "agreement", "distribution_loss", "teacher_forced"]
 
 
 def draft_vocabulary(model: Any, data: DistillData, size: int) -> torch.Tensor:
@@ -79,7 +79,7 @@ def _pad(data: DistillData, index: list[int], device) -> tuple[torch.Tensor, tor
     return tokens.to(device), feats.to(device), mask.to(device)
 
 
-def _forward(model: Any, head: FeatureHead, tokens, feats, noise: torch.Tensor | None):
+def teacher_forced(model: Any, head: FeatureHead, tokens, feats, noise: torch.Tensor | None):
     """Teacher-forced: f_hat for positions 1..T-1 from (f_t, e(x_{t+1})), t = 0..T-2."""
     inputs = feats[:, :-1]
     if noise is not None:
@@ -92,6 +92,20 @@ def _forward(model: Any, head: FeatureHead, tokens, feats, noise: torch.Tensor |
     return head(inputs, embeds, pos, attention_mask=mask, position_ids=position_ids)
 
 
+def distribution_loss(pred: torch.Tensor, target: torch.Tensor, weight: torch.Tensor,
+                      mask: torch.Tensor | None = None) -> torch.Tensor:
+    """EAGLE's classification loss: cross-entropy of the head's draft distribution ``softmax(W f_hat)``
+    against the verifier's ``softmax(W f)`` over the draft vocabulary rows ``weight``, averaged over the
+    positions ``mask`` keeps (all when None). Offline training and online learning both use it."""
+    with torch.no_grad():
+        p = torch.softmax(target @ weight.T, dim=-1)
+    per_position = -(p * torch.log_softmax(pred @ weight.T, dim=-1)).sum(-1)
+    if mask is None:
+        return per_position.mean()
+    m = mask.float()
+    return (per_position * m).sum() / m.sum()
+
+
 def agreement(model: Any, head: FeatureHead, data: DistillData, index: list[int], batch_tokens: int = 4096) -> float:
     """Teacher-forced top-1 agreement of the head's draft with the verifier over ``index``'s answer positions."""
     weight = model.lm_head.weight.detach()[head.vocab_ids.to(model.device)]
@@ -99,7 +113,7 @@ def agreement(model: Any, head: FeatureHead, data: DistillData, index: list[int]
     with torch.no_grad():
         for batch in _batches([len(data.tokens[i]) for i in index], batch_tokens, random.Random(0)):
             tokens, feats, mask = _pad(data, [index[b] for b in batch], model.device)
-            pred = _forward(model, head, tokens, feats, None) @ weight.T
+            pred = teacher_forced(model, head, tokens, feats, None) @ weight.T
             target = feats[:, 1:] @ weight.T
             hits += int(((pred.argmax(-1) == target.argmax(-1)) & mask).sum().item())
             total += int(mask.sum().item())
@@ -154,13 +168,10 @@ def train_head(model: Any, data: DistillData, *, epochs: int = 2, lr: float = 5e
         bar = _bar(steps_per_epoch, 0, f"epoch {epoch + 1}/{epochs}", progress, "step")
         for batch in _batches(lengths, batch_tokens, rng):
             tokens, feats, mask = _pad(data, [train[b] for b in batch], model.device)
-            pred = _forward(model, head, tokens, feats, noise * std if noise else None)
+            pred = teacher_forced(model, head, tokens, feats, noise * std if noise else None)
             target = feats[:, 1:]
-            with torch.no_grad():
-                p = torch.softmax(target @ weight.T, dim=-1)
-            log_q = torch.log_softmax(pred @ weight.T, dim=-1)
             m = mask.float()
-            cls = -((p * log_q).sum(-1) * m).sum() / m.sum()
+            cls = distribution_loss(pred, target, weight, mask)
             reg = (F.smooth_l1_loss(pred / std, target / std, reduction="none").mean(-1) * m).sum() / m.sum()
             loss = cls + feature_weight * reg
             opt.zero_grad(set_to_none=True)

@@ -153,14 +153,14 @@ def test_drafting_reads_positions_as_training_does(tiny_llama):
     """The drafter's cached, incremental passes give the training pass's predicted features (same features,
     tokens and RoPE positions): an inconsistent position between passes turns this red (a uniform shift
     cannot matter: RoPE is relative)."""
-    from leap.heads.train import _forward
+    from leap.heads.train import teacher_forced
 
     model = tiny_llama
     head = _attending_head(model)
     tokens = [5, 6, 7, 8, 9, 10, 11, 12, 13]
     with torch.inference_mode():
         states = model.norm(model.base(input_ids=torch.tensor([tokens])).last_hidden_state)
-        expected = _forward(model, head, torch.tensor([tokens]), states, None)[0]  # f_hat at positions 1..
+        expected = teacher_forced(model, head, torch.tensor([tokens]), states, None)[0]  # f_hat at positions 1..
     drafter = Eagle(num_tokens=2, head=head)
     drafter.use_model(model)
     drafter.begin(tokens)
