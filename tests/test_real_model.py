@@ -76,3 +76,26 @@ def test_the_shipped_head_is_found_trained_and_lossless(smollm2, tmp_path, monke
     assert shipped.token_ids == plain.token_ids == untrained.token_ids
     assert shipped.acceptance_rate > untrained.acceptance_rate + 0.2, (shipped.acceptance_rate,
                                                                        untrained.acceptance_rate)
+
+
+@pytest.mark.parametrize("layer", [10, 20])
+def test_the_shipped_exit_heads_are_found_trained_and_lossless(smollm2, tmp_path, monkeypatch, layer):
+    """With an empty $LEAP_CACHE, exit-head loads the exit head shipped for each layer (its file hash is the one
+    the README names); its drafts are accepted far more often than the plain early exit's (the untrained
+    head), and output is plain greedy output."""
+    from pathlib import Path
+
+    from leap.heads.exit_drafter import ExitHeadDrafter
+    from leap.heads.store import SHIPPED, default_exit_head_path, file_sha256
+
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    path = default_exit_head_path(smollm2, layer)
+    assert path.parent == SHIPPED
+    assert file_sha256(path) in Path(SHIPPED / "README.md").read_text()
+    ids = smollm2.encode(_prompts()[1], chat=True)
+    plain = SelfSpecDecoder(smollm2, None).generate(ids, max_new_tokens=48)
+    shipped = SelfSpecDecoder(smollm2, None, drafter=ExitHeadDrafter(layer=layer)).generate(ids, max_new_tokens=48)
+    early = SelfSpecDecoder(smollm2, None, drafter=ExitHeadDrafter(layer=layer, head="untrained")).generate(
+        ids, max_new_tokens=48)
+    assert shipped.token_ids == plain.token_ids == early.token_ids
+    assert shipped.acceptance_rate > early.acceptance_rate + 0.1, (shipped.acceptance_rate, early.acceptance_rate)

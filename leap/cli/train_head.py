@@ -28,19 +28,23 @@ def add_parser(sub) -> None:
     th.add_argument("--feature-weight", type=float, default=0.2, help="weight of the feature loss")
     th.add_argument("--noise", type=float, default=0.1, help="EAGLE's input-feature noise (x each dimension's std)")
     th.add_argument("--seed", type=int, default=0)
+    th.add_argument("--layer", type=int, default=None,
+                    help="k < L: train an exit head on layer k (Kangaroo/DVI: the draft runs layers 0..k-1, then the "
+                         "head; --drafter exit-head:layer=k); default: the EAGLE head on the top layer")
+    th.add_argument("--rank", type=int, default=256, help="exit head: the adapter's rank")
     th.add_argument("--out", default=None, help="where to write the head: a .safetensors file, or a folder that gets "
                                                 "head.safetensors (default: $LEAP_CACHE/heads/<model>/)")
     th.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def head_path(out: str | None, folder) -> Path:
-    """Where the head goes: ``out`` when it names a ``.safetensors`` file, ``out/head.safetensors`` for a
+def head_path(out: str | None, folder, name: str = "head.safetensors") -> Path:
+    """Where the head goes: ``out`` when it names a ``.safetensors`` file, ``out/<name>`` for a
     folder (existing or not), the model's cache folder by default - settled before hours of work."""
     if not out:
-        return Path(folder) / "head.safetensors"
+        return Path(folder) / name
     path = Path(out)
     if path.suffix != ".safetensors":
-        path = path / "head.safetensors"
+        path = path / name
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -52,21 +56,36 @@ def run(args: argparse.Namespace) -> int:
     from leap.core.runtime.provenance import provenance
     from leap.heads.data import build_data
     from leap.heads.head import save_head
-    from leap.heads.store import cache_dir, file_sha256
+    from leap.heads.store import cache_dir, exit_head_name, file_sha256
     from leap.heads.train import train_head
 
     model = load_for(args)
     folder = cache_dir(model)
-    out = head_path(args.out, folder)
+    exit_layer = args.layer is not None and args.layer != model.num_layers
+    if exit_layer:
+        from leap.heads.exit_head import check_layer
+
+        check_layer(args.layer, model.num_layers)  # before any work
+    out = head_path(args.out, folder, exit_head_name(args.layer) if exit_layer else "head.safetensors")
     t0 = time.perf_counter()
     data = build_data(model, folder / f"data-{args.max_answer_tokens}-{args.seed}.pt",
                       prompts=args.prompts, max_new_tokens=args.max_answer_tokens, batch_size=args.batch_size,
                       seed=args.seed, progress=not args.quiet)
     t_data = time.perf_counter() - t0
     print(f"[train-head] data: {len(data.tokens)} answers, {data.answer_tokens} answer tokens ({t_data:.0f} s)")
-    head, record = train_head(model, data, epochs=args.epochs, lr=args.lr, batch_tokens=args.batch_tokens,
-                              vocab_size=args.vocab, feature_weight=args.feature_weight, noise=args.noise,
-                              seed=args.seed, checkpoint=out.with_suffix(".ckpt"), progress=not args.quiet)
+    if exit_layer:
+        from leap.heads.data import layer_states
+        from leap.heads.exit_head import train_exit_head
+
+        states = layer_states(model, data, args.layer, folder / f"states-{args.max_answer_tokens}-{args.seed}-"
+                              f"layer{args.layer}.pt", progress=not args.quiet)
+        head, record = train_exit_head(model, data, states, args.layer, rank=args.rank, epochs=args.epochs,
+                                       lr=args.lr, vocab_size=args.vocab, seed=args.seed,
+                                       checkpoint=out.with_suffix(".ckpt"), progress=not args.quiet)
+    else:
+        head, record = train_head(model, data, epochs=args.epochs, lr=args.lr, batch_tokens=args.batch_tokens,
+                                  vocab_size=args.vocab, feature_weight=args.feature_weight, noise=args.noise,
+                                  seed=args.seed, checkpoint=out.with_suffix(".ckpt"), progress=not args.quiet)
     t_all = time.perf_counter() - t0
     prov = provenance()
     record.update(model=model.name, data=data.record, answer_tokens=data.answer_tokens, data_seconds=round(t_data),

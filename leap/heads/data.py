@@ -26,7 +26,7 @@ import torch
 
 from leap.heads.prompts import seed_prompts
 
-__all__ = ["DistillData", "build_data"]
+__all__ = ["DistillData", "build_data", "layer_states"]
 
 
 @dataclass
@@ -137,3 +137,34 @@ def _bar(total: int, done: int, what: str, on: bool, unit: str = "seq"):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=done, desc=what, unit=unit)
+
+
+def layer_states(model: Any, data: DistillData, layer: int, path: Path | None = None, *,
+                 progress: bool = True) -> list[torch.Tensor]:
+    """The residual stream entering decoder layer ``layer`` at every position of every sequence of ``data``
+    (float16 on the host; what an exit head on ``layer`` reads, :mod:`leap.heads.exit_head`): each sequence
+    through layers ``0..layer-1`` only, by the same layer stack that drafts
+    (:class:`~leap.core.modeling.layers.LayerStack`), cached at ``path`` (reused when it matches the data's
+    record)."""
+    from leap.core.modeling.layers import LayerStack, plan_for
+
+    key = {**data.record, "layer": int(layer), "sequences": len(data.tokens)}
+    if path is not None and Path(path).is_file():
+        raw = torch.load(path, weights_only=True)
+        if raw.get("record") == key:
+            return raw["states"]
+    stack, states = LayerStack(model), []
+    plan = plan_for([1] * model.num_layers, 0, int(layer))
+    bar = _bar(len(data.tokens), 0, f"layer {layer} states", progress)
+    with torch.inference_mode():
+        for tokens in data.tokens:
+            ids = tokens.tolist()
+            hidden = stack.run_layers(stack.embed(ids), plan, stack.new_cache(len(ids)), 0)
+            states.append(hidden[0].to("cpu", torch.float16))
+            bar.update(1)
+    bar.close()
+    if path is not None:
+        tmp = Path(path).with_suffix(".tmp")
+        torch.save({"record": key, "states": states}, tmp)
+        tmp.replace(path)
+    return states

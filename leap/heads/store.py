@@ -16,7 +16,8 @@ from typing import Any
 
 from leap.core.errors import SettingsError
 
-__all__ = ["default_head_path", "cache_dir", "shipped_heads", "file_sha256"]
+__all__ = ["default_head_path", "default_exit_head_path", "exit_head_name", "cache_dir", "shipped_heads",
+           "file_sha256"]
 
 SHIPPED = Path(__file__).resolve().parent.parent / "data" / "heads"
 
@@ -51,7 +52,29 @@ def default_head_path(model: Any) -> Path:
     if trained.is_file():
         return trained
     for path in shipped_heads():
-        if head_record(path).get("model") == model.name:
+        record = head_record(path)
+        if record.get("model") == model.name and record.get("kind", "eagle") == "eagle":
             return path
     raise SettingsError(f"no draft head for {model.name}: train one with `leap train-head --model {model.name}` "
                         f"(it is written to {trained}), or pass --drafter-arg head=PATH")
+
+
+def exit_head_name(layer: int) -> str:
+    """The file name ``leap train-head --layer k`` writes under the model's cache folder."""
+    return f"exit-{int(layer)}.safetensors"
+
+
+def default_exit_head_path(model: Any, layer: int) -> Path:
+    """The exit head on ``layer`` that ``exit-head`` uses for ``model`` by default: ``leap train-head --layer``'s
+    under ``$LEAP_CACHE``, else a shipped one made for this model and layer; a clear error if none exists."""
+    from leap.heads.head import head_record
+
+    trained = cache_dir(model) / exit_head_name(layer)
+    if trained.is_file():
+        return trained
+    for path in shipped_heads():
+        record = head_record(path)
+        if record.get("model") == model.name and record.get("kind") == "exit" and record.get("layer") == int(layer):
+            return path
+    raise SettingsError(f"no exit head on layer {layer} for {model.name}: train one with `leap train-head --model "
+                        f"{model.name} --layer {layer}` (it is written to {trained}), or pass head=PATH")

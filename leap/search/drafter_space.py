@@ -37,10 +37,11 @@ from leap.redundancy.space import SearchSpace
 __all__ = ["DrafterOption", "DraftChoice", "JointSpace", "with_drafters", "parse_option", "DEFAULT_DRAFTERS",
            "usable_options"]
 
-# lowbit, cascade: the low-bit self-draft (issue 22); eagle: the model's trained head (issue 19), left out
+# lowbit, cascade: the low-bit self-draft (issue 22); eagle: the model's trained head on its top layer, exit-head:
+# a trained exit on layer L // 3 under the layer configuration below it (issue 19); both left out
 # (usable_options) on models with none
 DEFAULT_DRAFTERS = ("layer-skip", "prompt-lookup", "suffix", "gated", "hybrid:free=suffix", "stand",
-                    "stand:shape=opt", "lowbit", "cascade", "eagle")
+                    "stand:shape=opt", "lowbit", "cascade", "eagle", "exit-head")
 
 
 @dataclass(frozen=True)

@@ -98,12 +98,13 @@ def test_a_trained_heads_drafts_are_accepted_in_real_decoding(toy):
     assert untrained.acceptance_rate < spec.acceptance_rate - 0.3
 
 
-def test_head_samples_follow_the_target_distribution(monkeypatch):
-    """T = 1: three-token outputs match the exact target distribution; an accept-all rule fails the same test."""
+def check_three_token_samples(drafter, monkeypatch) -> None:
+    """T = 1 on a 6-token model: three-token outputs of decoding with ``drafter`` match the exact target
+    distribution (chi-square), and an accept-all rule - the negative control - fails the same test."""
     model = tiny_model("llama", vocab=6, eos_token_id=None, init=0.3)
     prompt = [4, 1, 3]
     exact = _exact_three_token_distribution(model, prompt, SamplingSettings(1.0, 1.0))
-    decoder = SelfSpecDecoder(model, None, drafter=Eagle(num_tokens=2, head="untrained"))
+    decoder = SelfSpecDecoder(model, None, drafter=drafter)
     V, N = 6, 700
 
     def sample():
@@ -123,6 +124,10 @@ def test_head_samples_follow_the_target_distribution(monkeypatch):
     monkeypatch.setattr(session_module, "speculative_accept",
                         lambda draft, q, p, generator: (len(draft), sample_token(p[len(draft)], generator)))
     assert _chi2_pvalue(sample(), exact) < 1e-6
+
+
+def test_head_samples_follow_the_target_distribution(monkeypatch):
+    check_three_token_samples(Eagle(num_tokens=2, head="untrained"), monkeypatch)
 
 
 def test_heads_save_load_and_refuse_another_model(tmp_path, tiny_llama, toy):

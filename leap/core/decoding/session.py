@@ -8,6 +8,7 @@ transformers' ``_assisted_decoding``). :class:`DecodingSession` is created by
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
@@ -24,7 +25,6 @@ from leap.core.modeling.low_bit_layers import replacements
 from leap.core.decoding.outcome import GenerationOutcome, StepRecord
 from leap.core.verify.sampling import (
     SamplingSettings,
-    draft_rows,
     greedy_accept,
     greedy_accept_deferred,
     sample,
@@ -172,18 +172,22 @@ class DecodingSession:
         draft = _Draft(t_start=clock.mark())
         max_k = self.remaining - 1  # the verifier always adds one token of its own
 
-        # 1. Draft: model-free tokens first, then (if the drafter lets it) the layer-skip draft
+        # 1. Draft: model-free tokens first, then (if the drafter lets it) the layer-skip draft; a drafter
+        # with an exit layer drafts with the layers below it, all of them when the step has no configuration
+        exit = drafter if drafter is not None and drafter.exit_layer is not None else None
+        cfg = LayerConfig.full(stack.num_layers) if cfg is None and exit is not None else cfg
         if drafter is not None and max_k > 0:
             sampled = drafter.samples_drafts and not self.settings.greedy
             tree = drafter.propose_sampled_tree(self.tokens, max_k, self.generator) if sampled \
                 else drafter.propose_tree(self.tokens, max_k)
             if self._verify_as_tree(tree, cfg, drafter):
                 return self._tree_step(tree, drafter, draft.t_start)
-            self._take_free_tokens(draft, tree.tokens[:max_k], tree.draws[:max_k])
+            draft.take_free(tree.tokens[:max_k], tree.draws[:max_k], self._eos, None if self.settings.greedy else
+                            (self.decoder.model.vocab_size, self.stack.device))  # step 1a
         layered = (cfg is not None and len(draft.tokens) < max_k and not (draft.tokens and draft.tokens[-1] in self._eos)
                    and (drafter is None or drafter.continue_with_layers(len(draft.tokens))))
         if layered:
-            self._draft_with_layers(draft, cfg, base, max_k)
+            self._draft_with_layers(draft, cfg, base, max_k, exit)
         t_draft = clock.mark()
 
         # 2. Verify: one forward of the full model; 3. Accept
@@ -210,7 +214,7 @@ class DecodingSession:
             draft_time_s=clock.seconds(draft.t_start, t_draft),
             verify_time_s=clock.seconds(t_draft, t_end),
             forward_time_s=sum(clock.seconds(a, b) for a, b in draft.spans),
-            layer_passes=draft.layer_tokens * cfg.layer_passes if layered else 0,
+            layer_passes=draft.layer_tokens * draft.passes if layered else 0,
             config=_describe(drafter, cfg if layered or drafter is None else None),
             layer_tokens=draft.layer_tokens,
             drafter=None if drafter is None or drafter.name == "layer-skip" else drafter.name,
@@ -225,31 +229,21 @@ class DecodingSession:
         return (not self.settings.greedy and self.decoder.tree_rule.verifies_chains and len(tree) > 0
                 and not (cfg is not None and drafter.continue_with_layers(len(tree))))
 
-    def _take_free_tokens(self, draft: _Draft, tokens, distributions=None) -> None:
-        """Step 1a: a model-free chain; its draft distribution is one-hot (deterministic proposals,
-        ``None``), or the ``{token: q}`` map a sampling drafter drew the token from. Under sampling the
-        chain's rows are filled on the device in one scatter (two host-to-device copies per step)."""
-        taken: list[dict[int, float]] = []
-        for i, token in enumerate(tokens):
-            draft.tokens.append(int(token))
-            taken.append(distributions[i] if distributions is not None and distributions[i] is not None
-                         else {int(token): 1.0})
-            if token in self._eos:
-                break
-        if not self.settings.greedy and taken:
-            draft.q_rows.extend(draft_rows(taken, self.decoder.model.vocab_size, self.stack.device).unbind(0))
-
-    def _draft_with_layers(self, draft: _Draft, cfg: LayerConfig, base: int, max_k: int) -> None:
+    def _draft_with_layers(self, draft: _Draft, cfg: LayerConfig, base: int, max_k: int,
+                           exit: Drafter | None = None) -> None:
         """Step 1b: the layer-skip draft continues the chain token by token until the policy stops it.
         Layers before the first skipped/repeated one (the exact prefix) keep their cache entries and
-        their outputs (``draft.saved``) for verification; the others are rolled back afterwards."""
+        their outputs (``draft.saved``) for verification; the others are rolled back afterwards. With an
+        ``exit`` drafter only the layers below its exit layer run, and its head reads their output."""
         stack, clock, settings = self.stack, self.stack.step_clock, self.settings
         passes = [a.passes for a in cfg.actions]
-        draft.prefix = cfg.exact_prefix if self.decoder.reuse_prefix else 0
-        head_plan, tail_plan = plan_for(passes, 0, draft.prefix), plan_for(passes, draft.prefix)
+        stop = exit.exit_layer if exit is not None else len(passes)
+        draft.prefix = min(cfg.exact_prefix, stop) if self.decoder.reuse_prefix else 0
+        head_plan, tail_plan = plan_for(passes, 0, draft.prefix), plan_for(passes, draft.prefix, stop)
+        draft.passes = sum(passes[:stop])
         low = replacements(self.decoder.model, cfg, self.decoder.low_bits) if cfg.low else None
         if self.policy.needs_costs:
-            self.policy.use_costs(self.decoder.costs, cfg.layer_passes)
+            self.policy.use_costs(self.decoder.costs, draft.passes)
         self.policy.begin()
         # greedy, with a policy that reads nothing: the drafted tokens stay on the device until verification
         # reads them with its own result (one read per step); EOS is then cut by _commit
@@ -260,7 +254,7 @@ class DecodingSession:
             hidden = stack.run_layers(stack.embed(feed), head_plan, self.cache, base + fed)
             draft.saved.append(hidden)
             hidden = stack.run_layers(hidden, tail_plan, self.cache, base + fed, replace=low)
-            logits = stack.logits(hidden[:, -1:], self._draft_head)[0]
+            logits = (exit.exit_logits if exit else partial(stack.logits, head=self._draft_head))(hidden[:, -1:])[0]
             draft.spans.append((t0, clock.mark()))
             fed += len(feed)
             q = target_probs(logits.unsqueeze(0), settings)[0]
@@ -377,6 +371,8 @@ class DecodingSession:
     def outcome(self) -> GenerationOutcome:
         """The :class:`GenerationOutcome` so far (complete once :attr:`done`)."""
         cfg, drafter = self.decoder.config, self.decoder.drafter
+        if cfg is None and drafter is not None and drafter.exit_layer is not None:  # its layers below the exit
+            cfg = LayerConfig.full(self.stack.num_layers)
         uses_layers = cfg is not None and (drafter is None or drafter.continue_with_layers(0))
         return self._outcome(_describe(drafter, cfg if uses_layers else None),
                              self.policy.name if uses_layers else None, self.policy.state() if uses_layers else {})

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from leap.core.config import LayerConfig
+from leap.core.verify.sampling import draft_rows
 
 if TYPE_CHECKING:
     from leap.core.drafters import Drafter
@@ -28,12 +29,28 @@ class StepDraft:
     saved: list[torch.Tensor] = field(default_factory=list)  # exact-prefix outputs, reused by verification
     prefix: int = 0  # layers of the exact prefix (0: none kept)
     layer_tokens: int = 0  # tokens the layers drafted
+    passes: int = 0  # decoder-layer passes per layer-drafted token (an exit drafter's layers below its exit)
     spans: list[tuple] = field(default_factory=list)  # (start, end) marks of model computation
 
     @property
     def count(self) -> int:
         """Draft tokens so far, read or not."""
         return len(self.tokens) + len(self.on_device)
+
+    def take_free(self, tokens, distributions, eos, rows_on=None) -> None:
+        """Step 1a: a model-free chain, cut after its first EOS; its draft distribution is one-hot
+        (deterministic proposals, ``None``), or the ``{token: q}`` map a sampling drafter drew the token
+        from. Under sampling (``rows_on`` = (vocabulary size, device)) the chain's rows are filled on the
+        device in one scatter (two host-to-device copies per step)."""
+        taken: list[dict[int, float]] = []
+        for i, token in enumerate(tokens):
+            self.tokens.append(int(token))
+            taken.append(distributions[i] if distributions is not None and distributions[i] is not None
+                         else {int(token): 1.0})
+            if token in eos:
+                break
+        if rows_on is not None and taken:
+            self.q_rows.extend(draft_rows(taken, *rows_on).unbind(0))
 
     def ids(self, *before: int) -> list[int] | torch.Tensor:
         """``before`` then every draft token, as a list, or (with tokens still on the device) one tensor

@@ -14,6 +14,8 @@ of them (property-tested over the registry). One algorithm per module:
 ``select``             per step, the model-free drafter whose drafts would have paid (:mod:`.select`)
 ``stand``              n-gram tables of verifier distributions, stochastic drafts under sampling (:mod:`.stand`)
 ``lowbit``             the model's own weights at low precision (GGUF via llama.cpp, or int8) (:mod:`.lowbit`)
+``eagle``              a trained feature head on the verifier's top layer (:mod:`leap.heads.drafter`)
+``exit-head``          the layers below ``k`` and a trained exit head on layer ``k`` (:mod:`leap.heads.exit_drafter`)
 =====================  ===========================================================================
 
 Register your own with ``@drafters.register("name")`` or the entry-point group ``leap.drafters``.

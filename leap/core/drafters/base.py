@@ -72,6 +72,11 @@ class Drafter:
     #: makes on the host by construction (:func:`leap.core.runtime.host_reads.on_host`) are free.
     host_reads_per_step = 0
     host_reads_per_node = 0
+    #: a layer ``k``: the layer-skip draft runs only the step's configuration below ``k`` (all of those
+    #: layers when the step has none) and reads its tokens from :meth:`exit_logits` of the residual stream
+    #: entering layer ``k`` instead of the model's final norm and LM head (Kangaroo/DVI heads,
+    #: :mod:`leap.heads.exit_drafter`); None: the layer draft ends with the model's own head
+    exit_layer: int | None = None
 
     def begin(self, prompt: Sequence[int]) -> None:
         """A new request starts with these prompt tokens."""
@@ -108,6 +113,11 @@ class Drafter:
         """After ``proposed`` model-free tokens, should the layer-skip draft continue the chain?"""
         return False
 
+    def exit_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """For drafters with an :attr:`exit_layer`: ``hidden`` (``[1, q, H]``, the residual stream entering
+        that layer) -> draft logits ``[q, V]`` over the full vocabulary (float32), as the model's own head gives."""
+        raise NotImplementedError(f"{type(self).__name__} sets exit_layer but has no exit_logits")
+
     def use_costs(self, costs: Calibration) -> None:
         """The machine's calibrated costs (:mod:`leap.core.decoding.calibrate`); called when ``needs_costs``."""
 
@@ -133,7 +143,8 @@ class Drafter:
         """The request ended with ``tokens`` (prompt + output)."""
 
 
-drafters: Registry[type[Drafter]] = Registry("drafter", "leap.drafters", ("leap.core.drafters", "leap.heads.drafter"))
+drafters: Registry[type[Drafter]] = Registry("drafter", "leap.drafters", ("leap.core.drafters", "leap.heads.drafter",
+                                                                                 "leap.heads.exit_drafter"))
 
 
 def make_drafter(drafter: str | Drafter, **kwargs: Any) -> Drafter:

@@ -63,7 +63,7 @@ def test_prompt_lookup_drafts_and_gets_accepted_on_repetitive_text(tiny_llama):
 def test_unknown_drafter_lists_the_registered_ones(tiny_llama):
     from leap.core.errors import UnknownNameError
 
-    with pytest.raises(UnknownNameError, match="registered: cascade, eagle, gated, hybrid, layer-skip, lowbit, prompt-lookup, select"):
+    with pytest.raises(UnknownNameError, match="registered: cascade, eagle, exit-head, gated, hybrid, layer-skip, lowbit, prompt-lookup, select"):
         make_drafter("nope")
 
 

@@ -1,0 +1,110 @@
+"""``exit-head``: the model's layers below ``k`` draft, a trained exit head on layer ``k`` reads them.
+
+Kangaroo / DVI self-drafting (:mod:`leap.heads.exit_head`): every draft token runs the step's layer
+configuration *below* ``k`` - all of those layers when the step has none (then they are an exact prefix:
+verification reuses their outputs and starts at layer ``k``) - and the exit head turns the residual stream
+entering layer ``k`` into draft logits over its draft vocabulary. The decoding session does the drafting
+(its layer-skip draft, stopped by the decoder's draft policy, greedy or sampled from the head's
+distribution after the request's temperature and top-p, so the speculative sampling rule applies as to
+any layer draft); this drafter only names the layer (:attr:`~leap.core.drafters.base.Drafter.exit_layer`)
+and supplies the exit (:meth:`exit_logits`). It uses layers: a search pairs it with a layer
+configuration, of which only the part below ``k`` matters. Lossless: the full model verifies every token.
+
+Which head: ``head=PATH`` (from ``leap train-head --layer k``; its record names ``k``), ``head=untrained``
+(the plain early exit at ``layer``: final norm and LM head on layer ``k`` - the ablation baseline the
+registry-wide tests run), by default the head trained for the loaded model on ``layer`` under
+``$LEAP_CACHE``, else one shipped in ``leap/data/heads/`` (:func:`leap.heads.store.default_exit_head_path`).
+``layer`` defaults to a third of the model's layers.
+
+Who calls what: the decoding session calls :meth:`use_model` when the drafter joins it and
+:meth:`exit_logits` for every token the layers draft.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from leap.core.drafters.base import Drafter, drafters
+from leap.core.errors import SettingsError
+from leap.core.modeling.draft_head import DraftHead
+from leap.heads.exit_head import ExitHead, check_layer, load_exit_head
+
+__all__ = ["ExitHeadDrafter"]
+
+
+@drafters.register("exit-head")
+class ExitHeadDrafter(Drafter):
+    """The layers below ``layer`` and a trained exit head draft; the full model verifies."""
+
+    name = "exit-head"
+    uses_layers = True
+    needs_model = True
+    example_kwargs = {"head": "untrained"}  # runs on any model with no trained file
+
+    def __init__(self, layer: int | None = None, head: str | ExitHead | None = None, rank: int = 256) -> None:
+        if layer is not None and int(layer) < 1:
+            raise SettingsError(f"exit-head: layer must be >= 1, got {layer}")
+        self.layer = None if layer is None else int(layer)
+        self.rank = int(rank)
+        self.head_source = head
+        self.head: ExitHead | None = head if isinstance(head, ExitHead) else None
+        self.exit_layer = self.head.layer if self.head is not None else self.layer
+        self._model: Any = None
+        self._lm: DraftHead | None = None
+
+    @staticmethod
+    def default_layer(model: Any) -> int:
+        return max(1, model.num_layers // 3)
+
+    @classmethod
+    def unavailable(cls, model: Any, layer: int | None = None, head: str | ExitHead | None = None,
+                    **kwargs: Any) -> str | None:
+        """No ``head=`` given and no trained exit head on ``layer`` for ``model``."""
+        if head is not None:
+            return None
+        from leap.heads.store import default_exit_head_path
+
+        try:
+            default_exit_head_path(model, cls.default_layer(model) if layer is None else int(layer))
+        except SettingsError as e:
+            return str(e)
+        return None
+
+    def use_model(self, model: Any) -> None:
+        if self._model is model:
+            return
+        layer = self.layer if self.layer is not None else self.default_layer(model)
+        if isinstance(self.head_source, ExitHead):
+            head = self.head_source
+        elif self.head_source == "untrained":
+            head = ExitHead.from_model(model, layer=layer, rank=self.rank)
+        else:
+            from leap.heads.store import default_exit_head_path
+
+            path = self.head_source if isinstance(self.head_source, str) else default_exit_head_path(model, layer)
+            head = load_exit_head(model, path)
+        check_layer(head.layer, model.num_layers)
+        if self.layer is not None and head.layer != self.layer:
+            raise SettingsError(f"exit-head: layer={self.layer} but the head was trained on layer {head.layer}; "
+                                f"drop layer= or pass a head trained on layer {self.layer}")
+        if head is not self.head_source and model.info.get("onednn_linears"):
+            from leap.core.modeling.fast_linear import accelerate_linears
+
+            accelerate_linears(head)  # it only drafts: pack its linears like the model's
+        self.head, self.exit_layer = head, head.layer
+        self._model = model
+        self._lm = DraftHead(model.lm_head, head.vocab_list)
+
+    def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
+        return []  # the session's layer draft drafts (exit_layer), reading exit_logits
+
+    def continue_with_layers(self, proposed: int) -> bool:
+        return True
+
+    def exit_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        if self._lm is None:
+            raise SettingsError("exit-head: no model bound; the decoding session calls use_model(model) first")
+        return self._lm(self.head(hidden))[0].float()

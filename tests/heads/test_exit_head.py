@@ -1,0 +1,139 @@
+"""Exit heads on a layer k < L (Kangaroo / DVI, issue 19): the untrained head is the plain early exit; drafts
+run only the layers below k and are lossless (greedy identity, T = 1 chi-square with a negative control);
+training learns a map the early exit gets wrong, and a trained head's drafts are accepted in real decoding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from leap.core import SelfSpecDecoder
+from leap.core.config import LayerConfig
+from leap.core.errors import SettingsError
+from leap.core.modeling.model import wrap_model
+from leap.heads.data import layer_states
+from leap.heads.exit_drafter import ExitHeadDrafter
+from leap.heads.exit_head import ExitHead, load_exit_head, train_exit_head
+from leap.heads.head import FeatureHead, head_record, save_head
+from tests.heads.test_heads import _walk_data, check_three_token_samples
+from tests.tiny import tiny_hf_model, tiny_tokenizer
+
+
+def test_the_untrained_exit_head_is_the_plain_early_exit(tiny_llama):
+    """norm(h): the final norm and LM head read layer k directly, so the ablation baseline is the early exit."""
+    head = ExitHead.from_model(tiny_llama, layer=2)
+    hidden = torch.randn(1, 5, tiny_llama.config.hidden_size) * 3
+    with torch.no_grad():
+        assert torch.allclose(head(hidden), tiny_llama.norm(hidden), atol=1e-6)
+
+
+@pytest.mark.parametrize("skip", [(), (1,), (3,)])
+def test_exit_drafts_run_only_the_layers_below_k_and_are_lossless(tiny_any, skip):
+    """Greedy output equals plain decoding; every drafted token cost the layers below k that the step's
+    configuration executes (all of them when it has none: then an exact prefix verification reuses)."""
+    prompt, k = [5, 6, 7, 8, 9, 10], 3
+    plain = SelfSpecDecoder(tiny_any, None).generate(prompt, max_new_tokens=30)
+    config = LayerConfig.from_sets(tiny_any.num_layers, skip=list(skip)) if skip else None
+    calls = [0] * tiny_any.num_layers
+    hooks = [layer.register_forward_hook(lambda *_, i=i: calls.__setitem__(i, calls[i] + 1))
+             for i, layer in enumerate(tiny_any.layers)]
+    try:
+        out = SelfSpecDecoder(tiny_any, config, drafter=ExitHeadDrafter(layer=k, head="untrained")).generate(
+            prompt, max_new_tokens=30)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert out.token_ids == plain.token_ids
+    drafted = [s for s in out.steps if s.layer_tokens]
+    assert drafted, "the exit head drafted nothing"
+    below = k - len([i for i in skip if i < k])
+    assert all(s.layer_passes == s.layer_tokens * below for s in drafted)
+    # layers from k on ran only in the prefill and in each step's verification, never while drafting
+    assert calls[k:] == [1 + len(out.steps)] * (tiny_any.num_layers - k), calls
+
+
+def test_exit_head_samples_follow_the_target_distribution(monkeypatch):
+    """T = 1: the layer draft samples from the exit head's distribution; the rule keeps the target's (chi-square,
+    with an accept-all negative control)."""
+    check_three_token_samples(ExitHeadDrafter(layer=2, head="untrained"), monkeypatch)
+
+
+def _upper_map_model(vocab: int = 48):
+    """A toy whose upper layer changes the next token position-wise: attention adds nothing anywhere, layer 0's
+    MLP adds nothing, layer 1's MLP is large and random - so the full model's next token is a fixed function
+    of the current one that the early exit after layer 0 (reading the bare embedding) mostly gets wrong, and
+    a position-wise exit head on layer 1 can learn."""
+    hf = tiny_hf_model("llama", vocab=vocab, eos_token_id=None, layers=2, init=0.3, seed=5)
+    with torch.no_grad():
+        for layer in hf.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+        hf.model.layers[0].mlp.down_proj.weight.zero_()
+        hf.model.layers[1].mlp.down_proj.weight.mul_(8.0)
+    return wrap_model(hf, tiny_tokenizer(False), name="tiny-upper-map")
+
+
+@pytest.fixture(scope="module")
+def toy():
+    model = _upper_map_model()
+    data = _walk_data(model, n_seq=96, length=16)
+    states = layer_states(model, data, 1, progress=False)
+    head, record = train_exit_head(model, data, states, 1, rank=32, epochs=6, lr=1e-2, batch=128, vocab_size=48,
+                                   seed=0, progress=False, log=lambda *_: None)
+    return model, data, head, record
+
+
+def test_training_learns_what_the_early_exit_gets_wrong(toy):
+    _, _, _, record = toy
+    assert record["heldout_top1_untrained"] < 0.5, record
+    assert record["history"][-1]["heldout_top1"] > 0.9, record
+
+
+def test_a_trained_exit_heads_drafts_are_accepted_in_real_decoding(toy):
+    """Drafting reads the same layer-k states as training: most drafts are accepted, output is plain greedy
+    output. Reading another layer's state, or a shifted position, turns this red."""
+    model, _, head, _ = toy
+    starts = torch.randint(4, model.vocab_size, (8, 2), generator=torch.Generator().manual_seed(11)).tolist()
+
+    def acceptance(drafter) -> float:  # over several starts: one start soon cycles through a few tokens
+        drafted = accepted = 0
+        for prompt in starts:
+            plain = SelfSpecDecoder(model, None).generate(prompt, max_new_tokens=12)
+            out = SelfSpecDecoder(model, None, drafter=drafter).generate(prompt, max_new_tokens=12)
+            assert out.token_ids == plain.token_ids
+            drafted += out.draft_tokens_proposed
+            accepted += sum(s.accepted for s in out.steps)
+        return accepted / drafted
+
+    trained, early = acceptance(ExitHeadDrafter(head=head)), acceptance(ExitHeadDrafter(layer=1, head="untrained"))
+    assert trained > 0.8 and early < trained - 0.3, (trained, early)
+
+
+def test_exit_heads_save_load_and_refuse_the_wrong_file(tmp_path, tiny_llama, toy):
+    model, _, head, record = toy
+    path = save_head(head, tmp_path / "exit.safetensors", {**record, "model": model.name})
+    loaded = load_exit_head(model, path)
+    x = torch.randn(3, model.config.hidden_size)
+    with torch.no_grad():
+        assert torch.allclose(loaded(x), head(x), atol=1e-6)
+    assert head_record(path)["layer"] == 1
+    with pytest.raises(SettingsError, match="trained for"):
+        load_exit_head(tiny_llama, path)
+    eagle = save_head(FeatureHead.from_model(model), tmp_path / "eagle.safetensors", {"model": model.name})
+    with pytest.raises(SettingsError, match="EAGLE head"):
+        load_exit_head(model, eagle)
+    with pytest.raises(SettingsError, match="trained on layer 1"):
+        SelfSpecDecoder(model, None, drafter=ExitHeadDrafter(layer=2, head=str(path))).generate([3, 4], max_new_tokens=4)
+
+
+@pytest.mark.parametrize("layer", [0, 6, 9])
+def test_an_exit_layer_outside_the_model_is_refused_with_the_fix(tiny_llama, layer):
+    with pytest.raises(SettingsError, match="layer must be|--drafter eagle"):
+        SelfSpecDecoder(tiny_llama, None, drafter=ExitHeadDrafter(layer=layer, head="untrained")).generate(
+            [3, 4], max_new_tokens=4)
+
+
+def test_no_trained_exit_head_makes_the_drafter_unavailable_with_the_command(tiny_llama, monkeypatch, tmp_path):
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    reason = ExitHeadDrafter.unavailable(tiny_llama, layer=2)
+    assert reason and "leap train-head" in reason and "--layer 2" in reason
+    assert ExitHeadDrafter.unavailable(tiny_llama, layer=2, head="untrained") is None
