@@ -44,6 +44,7 @@ def test_exit_drafts_run_only_the_layers_below_k_and_are_lossless(tiny_any, skip
         for h in hooks:
             h.remove()
     assert out.token_ids == plain.token_ids
+    assert out.config == f"drafter:exit-head@{k}" + (f"+{config}" if skip and min(skip) < k else "")
     drafted = [s for s in out.steps if s.layer_tokens]
     assert drafted, "the exit head drafted nothing"
     below = k - len([i for i in skip if i < k])

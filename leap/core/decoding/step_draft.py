@@ -63,7 +63,11 @@ class StepDraft:
 
 
 def describe(drafter: Drafter | None, cfg: LayerConfig | None) -> str | None:
-    """A step's or outcome's ``config`` string: the LayerConfig, ``drafter:NAME`` or ``drafter:NAME+CONFIG``."""
+    """A step's or outcome's ``config`` string: the LayerConfig, ``drafter:NAME`` or ``drafter:NAME+CONFIG``
+    (``drafter:NAME@K[+CONFIG]`` for a drafter with an exit layer ``K``)."""
     if drafter is None or drafter.name == "layer-skip":
         return str(cfg) if cfg is not None else None
+    if drafter.exit_layer is not None:  # only the layers below the exit draft: name the layer, and the
+        k = drafter.exit_layer  # configuration when it skips or repeats one of them
+        return f"drafter:{drafter.name}@{k}" + (f"+{cfg}" if cfg is not None and cfg.exact_prefix < k else "")
     return f"drafter:{drafter.name}" + (f"+{cfg}" if cfg is not None else "")
