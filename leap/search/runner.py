@@ -20,10 +20,14 @@ steps, ``t_base`` measured first) while no configuration's mean reward has reach
 the cost-model reward: the trials' modelled costs, no clock, so the search stays deterministic); then the
 search stops and plain decoding finishes. The space's own cost (LEAP's Stage I pushes every layer's
 output at 8 positions through the LM head) is the other part: the runner remembers what building the
-space and agent cost on the last prompt where it built them (measured on this machine) and whether that
-search found anything paying; when it found nothing and the space alone costs more than this request may
-lose, the request is decoded plainly without building it. So on prompts where nothing pays LEAP costs
-about ``loss_budget`` over plain decoding, at 64 new tokens as at 512, after the first such prompt.
+space and agent cost on the last prompt where it built them (measured on this machine; drafters' one-time
+loading on their first use left out, since it does not recur) and whether that search found anything
+paying; when it found nothing and the space alone costs more than this request may lose, the request is
+decoded plainly without building it - for 1, then 2, 4, ... requests after 1, 2, 3, ... fruitless
+searches in a row, then the search is tried again (a search that pays resets the count), so one fruitless
+search (a short warm-up, a prompt unlike the rest) never turns the search off for good. So on prompts
+where nothing pays LEAP costs about ``loss_budget`` over plain decoding, at 64 new tokens as at 512, on
+average over the requests after the first such prompt.
 ``SearchOutcome.stop`` says why the search ended.
 
 Search overhead (time in ``ask``/``tell`` and in the agent's probe evaluations, outside the decoding
@@ -142,6 +146,8 @@ class OnlineSearch:
         self._carry_left = 0  # ... and for how many more prompts
         self._space_s: float | None = None  # what building the space and agent cost on the last prompt (measured)
         self._last_paid: bool | None = None  # whether the last search found a configuration that paid
+        self._fruitless = 0  # searches in a row that found nothing paying
+        self._skips_left = 0  # requests still to decode plainly without the space (doubling per fruitless search)
 
     def _drafter(self, option: DrafterOption) -> Drafter:
         if option not in self.drafters:
@@ -186,17 +192,23 @@ class OnlineSearch:
         # losing cheaply: when the last search found nothing paying and building the space and agent cost more
         # than this request may lose (measured reward only: the cost-model reward stays deterministic), skip it
         skip = carried is None and bool(s.loss_budget) and isinstance(reward, MeasuredSpeedup) \
-            and self._last_paid is False and self._space_s is not None and self._space_s > s.loss_budget * plain_s
+            and self._last_paid is False and self._skips_left > 0 and self._space_s is not None \
+            and self._space_s > s.loss_budget * plain_s
         history = SearchHistory()
         if skip:
             stop = "loss_budget"
+            self._skips_left -= 1
         else:
             t0 = clock()
             self.agent = self.agent_factory(session.trace)
             self.agent.on_prompt(ContextProbe(session))
+            first_use = 0.0  # drafters made and loaded now for the first time: a one-time cost
             for option in self.agent.space.options:  # stateful drafters learn from every later step
+                fresh, t1 = option not in self.drafters, clock()
                 session.attach(self._drafter(option))
-            overhead = self._space_s = clock() - t0
+                first_use += clock() - t1 if fresh else 0.0
+            overhead = clock() - t0
+            self._space_s = overhead - first_use
         lost = 0.0  # the trials' loss (the space's cost is governed by the skip above)
         while carried is None and not skip and not session.done:
             if iterations >= s.budget:
@@ -232,6 +244,8 @@ class OnlineSearch:
 
         if carried is None and not skip and len(history):
             self._last_paid = self._paying(history)
+            self._fruitless = 0 if self._last_paid else self._fruitless + 1
+            self._skips_left = 2 ** (self._fruitless - 1) if self._fruitless else 0
         fixed = carried if carried is not None else self._choose(history)
         t_fixed, n_fixed = session.decode_time_s, len(session.new_token_ids)
         while not session.done:

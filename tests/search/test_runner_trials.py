@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from leap.core import SelfSpecDecoder
@@ -66,3 +68,27 @@ def test_carry_over_reuses_a_choice_that_paid_then_searches_again(tiny_qwen2):
     strict = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), factory,
                           SearchSettings(budget=3, carry_over=2, give_up=0, min_speedup=1e9))
     assert not any(strict.generate(p, max_new_tokens=40).carried_over for p in prompts[:3])
+
+
+def test_a_drafters_one_time_loading_does_not_count_as_the_spaces_cost(tiny_qwen2, monkeypatch):
+    """The space's remembered cost leaves out what a drafter's first use costs (loading weights, a head):
+    it does not recur, so it must not make the next request skip the search. A first search that found
+    nothing, slowed only by such loading, is followed by a search on the next request."""
+    import leap.search.runner as runner_module
+    from leap.core.drafters.prompt_lookup import PromptLookup
+
+    class SlowFirstUse(PromptLookup):
+        needs_model = True
+
+        def use_model(self, model):
+            if not getattr(self, "loaded", False):
+                time.sleep(0.5)  # far beyond what the request may lose
+                self.loaded = True
+
+    monkeypatch.setattr(runner_module, "make_drafter", lambda name, **kwargs: SlowFirstUse())
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _AlwaysPromptLookup(tiny_qwen2.num_layers),
+                          SearchSettings(budget=2, give_up=0, min_speedup=100.0, loss_budget=0.5))
+    first = runner.generate([5, 6, 7, 8] * 3, max_new_tokens=40)
+    assert first.iterations >= 1 and first.fixed_config is None and first.search_overhead_s >= 0.5
+    second = runner.generate([9, 10, 9, 10, 9], max_new_tokens=40)
+    assert second.iterations >= 1, second.stop
