@@ -2,8 +2,11 @@
 
 The model answers leap's own seed prompts (:mod:`leap.heads.prompts`; never evaluation prompts), its
 features are recorded (:mod:`leap.heads.data`), a head is trained on them and written to
-``$LEAP_CACHE/heads/<model>/head.safetensors`` (or ``--out``), where ``--drafter eagle`` finds it. Data and
-training resume after an interruption; ``--seed`` fixes both.
+``$LEAP_CACHE/heads/<model>/head.safetensors`` (or ``--out``), where ``--drafter eagle`` finds it. With
+``--layer k`` (k < L) it trains an exit head on layer k instead (:mod:`leap.heads.exit_head`, Kangaroo/DVI:
+the same data plus each position's layer-k state), written to ``exit-<k>.safetensors`` there, where
+``--drafter exit-head --drafter-arg layer=k`` finds it. Data and training resume after an interruption;
+``--seed`` fixes both.
 """
 
 from __future__ import annotations

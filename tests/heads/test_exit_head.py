@@ -138,3 +138,26 @@ def test_no_trained_exit_head_makes_the_drafter_unavailable_with_the_command(tin
     reason = ExitHeadDrafter.unavailable(tiny_llama, layer=2)
     assert reason and "leap train-head" in reason and "--layer 2" in reason
     assert ExitHeadDrafter.unavailable(tiny_llama, layer=2, head="untrained") is None
+
+
+def test_an_interrupted_exit_head_training_resumes_to_the_same_head(tmp_path):
+    """Deterministic for a seed, and a run stopped after its first epoch resumes from the checkpoint to the
+    very head an uninterrupted run makes (the epoch's shuffle is a function of seed and epoch)."""
+    model = _upper_map_model(32)
+    data = _walk_data(model, n_seq=32, length=12)
+    states = layer_states(model, data, 1, progress=False)
+    args = dict(rank=16, epochs=2, lr=1e-2, batch=64, vocab_size=32, seed=1, progress=False)
+    whole, _ = train_exit_head(model, data, states, 1, log=lambda *_: None, **args)
+
+    def stop_after_first_epoch(message):
+        if "epoch 1:" in message:
+            raise KeyboardInterrupt
+
+    ckpt = tmp_path / "exit.ckpt"
+    with pytest.raises(KeyboardInterrupt):
+        train_exit_head(model, data, states, 1, checkpoint=ckpt, log=stop_after_first_epoch, **args)
+    messages = []
+    resumed, record = train_exit_head(model, data, states, 1, checkpoint=ckpt, log=messages.append, **args)
+    assert any("resumed after epoch 1" in m for m in messages) and len(record["history"]) == 2
+    for a, b in zip(whole.state_dict().values(), resumed.state_dict().values()):
+        assert torch.equal(a, b)
