@@ -16,6 +16,12 @@ registry-wide tests run), by default the head trained for the loaded model on ``
 ``$LEAP_CACHE``, else one shipped in ``leap/data/heads/`` (:func:`leap.heads.store.default_exit_head_path`).
 ``layer`` defaults to a third of the model's layers.
 
+Online learning (``online=True``, DVI-style): after every step it drafted, the session hands the drafter the
+verified positions' inputs of layer ``k`` and the verifier's logits there (``Drafter.observe_exit_states``);
+one AdamW step every ``online_every`` new positions over the last ``online_window``, at most
+``online_max_updates`` per prompt, learning rate ``online_lr`` - on the step's measured clock. The head then
+keeps plain (trainable) linears, and what it learns carries over to the following prompts.
+
 Who calls what: the decoding session calls :meth:`use_model` when the drafter joins it and
 :meth:`exit_logits` for every token the layers draft.
 """
@@ -31,6 +37,7 @@ from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 from leap.core.modeling.draft_head import DraftHead
 from leap.heads.exit_head import ExitHead, check_layer, load_exit_head
+from leap.heads.online import OnlineDistiller
 
 __all__ = ["ExitHeadDrafter"]
 
@@ -44,9 +51,18 @@ class ExitHeadDrafter(Drafter):
     needs_model = True
     example_kwargs = {"head": "untrained"}  # runs on any model with no trained file
 
-    def __init__(self, layer: int | None = None, head: str | ExitHead | None = None, rank: int = 256) -> None:
+    def __init__(self, layer: int | None = None, head: str | ExitHead | None = None, rank: int = 256,
+                 online: bool = False, online_lr: float = 1e-3, online_every: int = 16, online_window: int = 64,
+                 online_max_updates: int = 64) -> None:
         if layer is not None and int(layer) < 1:
             raise SettingsError(f"exit-head: layer must be >= 1, got {layer}")
+        self.online = bool(online)
+        self.needs_exit_states = self.online
+        self._online = dict(lr=float(online_lr), every=int(online_every), window=int(online_window),
+                            max_updates=int(online_max_updates))
+        if self.online:
+            OnlineDistiller.check(**self._online)  # bad settings fail now, not at the first prompt
+        self._learner: _ExitLearner | None = None
         self.layer = None if layer is None else int(layer)
         self.rank = int(rank)
         self.head_source = head
@@ -76,6 +92,23 @@ class ExitHeadDrafter(Drafter):
     def use_model(self, model: Any) -> None:
         if self._model is model:
             return
+        with torch.inference_mode(False):  # sessions attach drafters under inference mode; a head made here
+            head = self._make_head(model)  # stays trainable (online learning)
+        check_layer(head.layer, model.num_layers)
+        if self.layer is not None and head.layer != self.layer:
+            raise SettingsError(f"exit-head: layer={self.layer} but the head was trained on layer {head.layer}; "
+                                f"drop layer= or pass a head trained on layer {self.layer}")
+        if self.online:
+            self._learner = _ExitLearner(model, head, **self._online)
+        elif head is not self.head_source and model.info.get("onednn_linears"):
+            from leap.core.modeling.fast_linear import accelerate_linears
+
+            accelerate_linears(head)  # it only drafts: pack its linears like the model's
+        self.head, self.exit_layer = head, head.layer
+        self._model = model
+        self._lm = DraftHead(model.lm_head, head.vocab_list)
+
+    def _make_head(self, model: Any) -> ExitHead:
         layer = self.layer if self.layer is not None else self.default_layer(model)
         if isinstance(self.head_source, ExitHead):
             head = self.head_source
@@ -86,17 +119,15 @@ class ExitHeadDrafter(Drafter):
 
             path = self.head_source if isinstance(self.head_source, str) else default_exit_head_path(model, layer)
             head = load_exit_head(model, path)
-        check_layer(head.layer, model.num_layers)
-        if self.layer is not None and head.layer != self.layer:
-            raise SettingsError(f"exit-head: layer={self.layer} but the head was trained on layer {head.layer}; "
-                                f"drop layer= or pass a head trained on layer {self.layer}")
-        if head is not self.head_source and model.info.get("onednn_linears"):
-            from leap.core.modeling.fast_linear import accelerate_linears
+        return head
 
-            accelerate_linears(head)  # it only drafts: pack its linears like the model's
-        self.head, self.exit_layer = head, head.layer
-        self._model = model
-        self._lm = DraftHead(model.lm_head, head.vocab_list)
+    def begin(self, prompt: Sequence[int]) -> None:
+        if self._learner is not None:
+            self._learner.begin()
+
+    def observe_exit_states(self, states: torch.Tensor, logits: torch.Tensor) -> None:
+        if self._learner is not None:
+            self._learner.observe(states, logits)
 
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         return []  # the session's layer draft drafts (exit_layer), reading exit_logits
@@ -108,3 +139,44 @@ class ExitHeadDrafter(Drafter):
         if self._lm is None:
             raise SettingsError("exit-head: no model bound; the decoding session calls use_model(model) first")
         return self._lm(self.head(hidden))[0].float()
+
+
+class _ExitLearner:
+    """DVI-style online learning of an exit head: the verified positions' layer-``k`` inputs and the verifier's
+    logits there, kept for the last ``window`` positions; one fused-AdamW step on the cross-entropy to the
+    verifier's distribution over the draft vocabulary every ``every`` new positions, at most ``max_updates``
+    per prompt. Called from the step's feedback, so its cost is on the measured clock; it reads nothing back
+    to the host. Only the head's parameters change: never the model, never a committed token."""
+
+    def __init__(self, model: Any, head: ExitHead, *, lr: float, every: int, window: int, max_updates: int) -> None:
+        self.head, self.every, self.window, self.max_updates = head, every, window, max_updates
+        with torch.inference_mode(False):
+            head.requires_grad_(True)
+            self.weight = model.lm_head.weight.detach()[head.vocab_ids].clone().float()
+            self.opt = torch.optim.AdamW(list(head.parameters()), lr=lr, weight_decay=0.0, fused=True)
+        self.begin()
+
+    def begin(self) -> None:
+        self.states: list[torch.Tensor] = []
+        self.logits: list[torch.Tensor] = []
+        self.kept = self.new = self.updates = 0
+
+    def observe(self, states: torch.Tensor, logits: torch.Tensor) -> None:
+        m = states.shape[0]
+        self.states.append(states)
+        self.logits.append(logits[:, self.head.vocab_ids])
+        self.kept, self.new = self.kept + m, self.new + m
+        while self.kept - self.states[0].shape[0] >= self.window:  # keep the last window positions
+            self.kept -= self.states.pop(0).shape[0]
+            self.logits.pop(0)
+        if self.new < self.every or (self.max_updates and self.updates >= self.max_updates):
+            return
+        with torch.inference_mode(False), torch.enable_grad():
+            x = torch.cat(self.states).clone()  # the head's dtype; the loss in float32
+            target = torch.softmax(torch.cat(self.logits).clone().float(), dim=-1)
+            loss = -(target * torch.log_softmax(self.head(x).float() @ self.weight.T, dim=-1)).sum(-1).mean()
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.head.parameters(), 1.0)
+            self.opt.step()
+        self.updates, self.new = self.updates + 1, 0

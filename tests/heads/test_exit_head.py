@@ -161,3 +161,36 @@ def test_an_interrupted_exit_head_training_resumes_to_the_same_head(tmp_path):
     assert any("resumed after epoch 1" in m for m in messages) and len(record["history"]) == 2
     for a, b in zip(whole.state_dict().values(), resumed.state_dict().values()):
         assert torch.equal(a, b)
+
+
+def test_online_learning_lifts_an_exit_heads_acceptance_and_never_changes_the_output():
+    """DVI-style online updates from each verified step: on the toy the early exit gets wrong, an untrained head
+    that learns online is accepted far more often on later prompts than one that does not; outputs stay
+    plain greedy outputs and the model's weights bit-identical (red without the optimiser step)."""
+    model = _upper_map_model()
+    weights = {k: v.clone() for k, v in model.hf_model.state_dict().items()}
+    starts = torch.randint(4, model.vocab_size, (16, 2), generator=torch.Generator().manual_seed(11)).tolist()
+
+    def later_acceptance(drafter) -> float:
+        accepted = drafted = 0
+        for i, prompt in enumerate(starts):
+            plain = SelfSpecDecoder(model, None).generate(prompt, max_new_tokens=16)
+            out = SelfSpecDecoder(model, None, drafter=drafter).generate(prompt, max_new_tokens=16)
+            assert out.token_ids == plain.token_ids
+            if i >= 8:
+                accepted += sum(s.accepted for s in out.steps)
+                drafted += out.draft_tokens_proposed
+        return accepted / drafted
+
+    still = later_acceptance(ExitHeadDrafter(layer=1, head="untrained"))
+    learner = ExitHeadDrafter(layer=1, head="untrained", online=True, online_every=2, online_window=16, online_lr=1e-2)
+    learnt = later_acceptance(learner)
+    assert learnt > still + 0.3, (still, learnt)
+    assert learner.head.up.weight.abs().sum() > 0  # the head changed (it starts at zero) ...
+    for k, v in model.hf_model.state_dict().items():  # ... and the model did not
+        assert torch.equal(v, weights[k]), k
+
+
+def test_bad_online_settings_are_refused_when_the_exit_drafter_is_made():
+    with pytest.raises(SettingsError, match="online learning"):
+        ExitHeadDrafter(online=True, online_every=0)

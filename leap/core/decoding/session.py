@@ -191,7 +191,8 @@ class DecodingSession:
         t_draft = clock.mark()
 
         # 2. Verify: one forward of the full model; 3. Accept
-        hidden, logits = self._verify(draft, base)
+        states = {} if exit is not None and exit.needs_exit_states else None  # each layer's input, verified
+        hidden, logits = self._verify(draft, base, states)
         accepted, next_token = self._accept(draft, logits)
         k = len(draft.tokens)
         pending = self.tokens[base]
@@ -201,6 +202,8 @@ class DecodingSession:
         stack.rollback(self.cache, len(self.tokens) - 1)
 
         # 5. Feed back: drafters that learn from the verifier see the verified-correct positions
+        if states:  # an exit drafter learning online: its layer's verified inputs and the verifier's logits
+            exit.observe_exit_states(states[exit.exit_layer][0, : accepted + 1], logits[: accepted + 1])
         self._feed_back(drafter, [pending, *draft.tokens[:accepted]], logits[: accepted + 1], k, accepted,
                         hidden[0, : accepted + 1], base)
         if layered and k:
@@ -273,7 +276,7 @@ class DecodingSession:
                 break
         stack.rollback(self.cache, base, range(draft.prefix, stack.num_layers))
 
-    def _verify(self, draft: _Draft, base: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _verify(self, draft: _Draft, base: int, record: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Step 2: the full model over ``[pending, d_1..d_k]`` in one forward -> its top-layer states
         ``[1, k + 1, H]`` and ``[k + 1, V]`` logits.
         With an exact prefix, only the last draft token runs through the prefix layers."""
@@ -284,9 +287,10 @@ class DecodingSession:
             full = stack.full_plan
             last = stack.run_layers(stack.embed(draft.ids()[-1:]), full[: draft.prefix], self.cache, base + k)
             hidden = torch.cat([*draft.saved, last], dim=1)
-            hidden = stack.run_layers(hidden, full[draft.prefix:], self.cache, base)
+            hidden = stack.run_layers(hidden, full[draft.prefix:], self.cache, base, record=record)
         else:
-            hidden = stack.run_layers(stack.embed(draft.ids(self.tokens[base])), stack.full_plan, self.cache, base)
+            hidden = stack.run_layers(stack.embed(draft.ids(self.tokens[base])), stack.full_plan, self.cache, base,
+                                      record=record)
         logits = stack.logits(hidden)
         draft.spans.append((t0, clock.mark()))
         return hidden, logits

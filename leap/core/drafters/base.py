@@ -77,6 +77,9 @@ class Drafter:
     #: entering layer ``k`` instead of the model's final norm and LM head (Kangaroo/DVI heads,
     #: :mod:`leap.heads.exit_drafter`); None: the layer draft ends with the model's own head
     exit_layer: int | None = None
+    #: True (with an :attr:`exit_layer`): after every step it drafted, :meth:`observe_exit_states` receives the
+    #: verified positions' inputs of that layer and the verifier's logits there (online learning)
+    needs_exit_states = False
 
     def begin(self, prompt: Sequence[int]) -> None:
         """A new request starts with these prompt tokens."""
@@ -117,6 +120,10 @@ class Drafter:
         """For drafters with an :attr:`exit_layer`: ``hidden`` (``[1, q, H]``, the residual stream entering
         that layer) -> draft logits ``[q, V]`` over the full vocabulary (float32), as the model's own head gives."""
         raise NotImplementedError(f"{type(self).__name__} sets exit_layer but has no exit_logits")
+
+    def observe_exit_states(self, states: torch.Tensor, logits: torch.Tensor) -> None:
+        """For drafters with :attr:`needs_exit_states`: ``states`` (``[m, H]``) entering :attr:`exit_layer` and
+        the verifier's logits (``[m, V]``) at the ``m`` verified positions of the step the drafter drafted."""
 
     def use_costs(self, costs: Calibration) -> None:
         """The machine's calibrated costs (:mod:`leap.core.decoding.calibrate`); called when ``needs_costs``."""

@@ -32,7 +32,8 @@ DRAFTER_CASES = [(name, dict(drafters.get(name).example_kwargs)) for name in dra
     (name, {"tree_nodes": 6}) for name in sorted(MODEL_FREE - {"stand"})] + [
     ("stand", {"shape": "best-first", "tree_nodes": 6}), ("stand", {"shape": "opt"}), ("stand", {"shape": "delayed"}),
     ("suffix", {"shape": "opt"}), ("token-recycling", {"shape": "opt"}),
-    ("eagle", {"head": "untrained", "online": True, "online_every": 2})]  # a head that trains while it drafts
+    ("eagle", {"head": "untrained", "online": True, "online_every": 2}),  # heads that train while they draft
+    ("exit-head", {"head": "untrained", "online": True, "online_every": 2})]
 
 
 @pytest.mark.parametrize("name, kwargs", DRAFTER_CASES, ids=lambda v: v if isinstance(v, str) else str(v or ""))

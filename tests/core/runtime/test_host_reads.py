@@ -81,6 +81,7 @@ def _drafter_cases():
             yield pytest.param(name, TREES[name], id=f"{name}-tree")
     # a head that trains while it drafts: its updates read nothing back (losses stay on the device)
     yield pytest.param("eagle", {"head": "untrained", "online": True, "online_every": 2}, id="eagle-online")
+    yield pytest.param("exit-head", {"head": "untrained", "online": True, "online_every": 2}, id="exit-head-online")
 
 
 @pytest.mark.parametrize("name, kwargs", list(_drafter_cases()))
