@@ -52,6 +52,13 @@ def head_path(out: str | None, folder, name: str = "head.safetensors") -> Path:
     return path
 
 
+def record_command(args: argparse.Namespace, exit_layer: bool) -> str:
+    """The command a head's record names: the settings this kind of head used, and no others."""
+    unused = ("batch_tokens", "feature_weight", "noise") if exit_layer else ("rank", "layer")
+    return "leap train-head " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(vars(args).items())
+                                         if k not in ("command", "quiet", *unused) and v not in (None, False))
+
+
 def run(args: argparse.Namespace) -> int:
     import time
 
@@ -93,8 +100,7 @@ def run(args: argparse.Namespace) -> int:
     prov = provenance()
     record.update(model=model.name, data=data.record, answer_tokens=data.answer_tokens, data_seconds=round(t_data),
                   total_seconds=round(t_all), commit=prov.get("commit"),
-                  command="leap train-head " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(vars(args).items())
-                                                         if k not in ("command", "quiet") and v not in (None, False)))
+                  command=record_command(args, exit_layer))
     save_head(head, out, record)
     print(f"[train-head] wrote {out} (sha256 {file_sha256(out)[:16]}), {t_all / 60:.1f} min in all")
     print(json.dumps({k: record[k] for k in ("heldout_top1_untrained", "history")}))

@@ -211,7 +211,7 @@ def train_exit_head(model: Any, data: DistillData, states: list[torch.Tensor], l
                        checkpoint)
         log(f"[train-head] epoch {epoch + 1}: held-out top-1 agreement {acc:.3f} (untrained exit {before:.3f})")
     head.eval()
-    record = {**settings, "kind": "exit", "vocab_size": int(head.vocab_ids.numel()), "train_positions": len(train_x),
+    record = {**settings, "kind": "exit", "draft_vocab_size": int(head.vocab_ids.numel()), "train_positions": len(train_x),
               "heldout_positions": len(valid_x), "heldout_top1_untrained": round(before, 4), "history": history,
               "losses": "cross-entropy to the verifier's distribution over the draft vocabulary"}
     return head.to(model.dtype), record

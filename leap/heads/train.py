@@ -190,7 +190,7 @@ def train_head(model: Any, data: DistillData, *, epochs: int = 2, lr: float = 5e
                         "torch_rng": torch.get_rng_state(), "untrained": before}, checkpoint)
         log(f"[train-head] epoch {epoch + 1}: held-out top-1 agreement {acc:.3f}")
     head.eval()
-    record = {"epochs": epochs, "lr": lr, "batch_tokens": batch_tokens, "vocab_size": int(head.vocab_ids.numel()),
+    record = {"epochs": epochs, "lr": lr, "batch_tokens": batch_tokens, "draft_vocab_size": int(head.vocab_ids.numel()),
               "feature_weight": feature_weight, "noise": noise, "seed": seed, "train_sequences": len(train),
               "heldout_sequences": len(valid), "heldout_top1_untrained": before, "history": history,
               "losses": "cross-entropy to the verifier's distribution + feature_weight * standardised smooth-L1"}

@@ -117,6 +117,7 @@ def test_exit_heads_save_load_and_refuse_the_wrong_file(tmp_path, tiny_llama, to
     with torch.no_grad():
         assert torch.allclose(loaded(x), head(x), atol=1e-6)
     assert head_record(path)["layer"] == 1
+    assert head_record(path)["draft_vocab_size"] == loaded.vocab_ids.numel()  # beside the target's vocab_size
     with pytest.raises(SettingsError, match="trained for"):
         load_exit_head(tiny_llama, path)
     eagle = save_head(FeatureHead.from_model(model), tmp_path / "eagle.safetensors", {"model": model.name})
@@ -194,3 +195,19 @@ def test_online_learning_lifts_an_exit_heads_acceptance_and_never_changes_the_ou
 def test_bad_online_settings_are_refused_when_the_exit_drafter_is_made():
     with pytest.raises(SettingsError, match="online learning"):
         ExitHeadDrafter(online=True, online_every=0)
+
+
+def test_a_heads_recorded_command_names_only_the_settings_its_kind_used():
+    import argparse
+
+    from leap.cli import build_parser
+    from leap.cli.train_head import record_command
+
+    parser = build_parser()
+    exit_args = parser.parse_args(["train-head", "--layer", "10", "--epochs", "4"])
+    eagle_args = parser.parse_args(["train-head", "--epochs", "8"])
+    assert isinstance(exit_args, argparse.Namespace)
+    exit_command, eagle_command = record_command(exit_args, True), record_command(eagle_args, False)
+    assert "--layer 10" in exit_command and "--rank 256" in exit_command and "--epochs 4" in exit_command
+    assert not any(f in exit_command for f in ("--noise", "--feature-weight", "--batch-tokens"))
+    assert "--noise 0.1" in eagle_command and "--rank" not in eagle_command and "--layer" not in eagle_command
