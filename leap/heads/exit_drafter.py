@@ -38,6 +38,7 @@ from leap.core.errors import SettingsError
 from leap.core.modeling.draft_head import DraftHead
 from leap.heads.exit_head import ExitHead, check_layer, load_exit_head
 from leap.heads.online import OnlineDistiller
+from leap.heads.train import training_step
 
 __all__ = ["ExitHeadDrafter"]
 
@@ -175,8 +176,5 @@ class _ExitLearner:
             x = torch.cat(self.states).clone()  # the head's dtype; the loss in float32
             target = torch.softmax(torch.cat(self.logits).clone().float(), dim=-1)
             loss = -(target * torch.log_softmax(self.head(x).float() @ self.weight.T, dim=-1)).sum(-1).mean()
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.head.parameters(), 1.0)
-            self.opt.step()
+            training_step(self.opt, loss, self.head.parameters())
         self.updates, self.new = self.updates + 1, 0

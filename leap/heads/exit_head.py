@@ -150,7 +150,7 @@ def train_exit_head(model: Any, data: DistillData, states: list[torch.Tensor], l
                     checkpoint: Path | None = None, progress: bool = True, log=print) -> tuple[ExitHead, dict]:
     """Train an exit head on ``layer`` (module docstring); ``states[i]`` is sequence ``i``'s layer-``layer``
     input (:func:`leap.heads.data.layer_states`). Returns the head and a record of the run."""
-    from leap.heads.train import distribution_loss, draft_vocabulary
+    from leap.heads.train import adamw_cosine, distribution_loss, draft_vocabulary, training_step
 
     torch.manual_seed(seed)
     order = list(range(len(data.tokens)))
@@ -167,10 +167,7 @@ def train_exit_head(model: Any, data: DistillData, states: list[torch.Tensor], l
     weight = model.lm_head.weight.detach()[head.vocab_ids.to(model.device)].float()
     steps = math.ceil(len(train_x) / batch)
     total = steps * epochs
-    opt = torch.optim.AdamW(list(head.parameters()), lr=lr, weight_decay=0.0)
-    warm = max(1, min(100, total // 20))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+    opt, sched = adamw_cosine(head.parameters(), lr, total)
     settings = {"layer": layer, "rank": rank, "epochs": epochs, "lr": lr, "batch": batch, "vocab_size": vocab_size,
                 "seed": seed, "sequences": len(data.tokens)}
     state = torch.load(checkpoint, weights_only=False) if checkpoint is not None and Path(checkpoint).is_file() \
@@ -194,10 +191,7 @@ def train_exit_head(model: Any, data: DistillData, states: list[torch.Tensor], l
             x = train_x[rows].to(model.device).float()
             f = train_f[rows].to(model.device).float()
             loss = distribution_loss(head(x), f, weight)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-            opt.step()
+            training_step(opt, loss, head.parameters())
             sched.step()
             bar.update(1)
             if s % 20 == 0:

@@ -34,7 +34,7 @@ import torch
 
 from leap.core.errors import SettingsError
 from leap.heads.head import FeatureHead
-from leap.heads.train import distribution_loss, teacher_forced
+from leap.heads.train import distribution_loss, teacher_forced, training_step
 
 __all__ = ["OnlineDistiller"]
 
@@ -84,10 +84,7 @@ class OnlineDistiller:
             ids = torch.as_tensor(list(tokens[start:known]), dtype=torch.long, device=feats.device).view(1, -1)
             pred = teacher_forced(self.model, head, ids, feats, None)  # teacher-forced, exactly as offline training
             loss = distribution_loss(pred, feats[:, 1:], self.weight)
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-            self.opt.step()
+            training_step(self.opt, loss, head.parameters())
         self.updates += 1
         self.trained_upto = known
         self.last_loss = loss.detach()

@@ -35,7 +35,8 @@ import torch.nn.functional as F
 from leap.heads.data import DistillData, _bar
 from leap.heads.head import FeatureHead, causal_mask
 
-__all__ = ["train_head", "draft_vocabulary", "agreement", "distribution_loss", "teacher_forced"]
+__all__ = ["train_head", "draft_vocabulary", "agreement", "distribution_loss", "teacher_forced", "adamw_cosine",
+           "training_step"]
 
 
 def draft_vocabulary(model: Any, data: DistillData, size: int) -> torch.Tensor:
@@ -106,6 +107,24 @@ def distribution_loss(pred: torch.Tensor, target: torch.Tensor, weight: torch.Te
     return (per_position * m).sum() / m.sum()
 
 
+def adamw_cosine(params, lr: float, total: int):
+    """AdamW (no weight decay) with a linear warm-up over the first 5% of ``total`` steps (at most 100), then
+    cosine decay: the schedule of offline head training (EAGLE and exit heads)."""
+    opt = torch.optim.AdamW(list(params), lr=lr, weight_decay=0.0)
+    warm = max(1, min(100, total // 20))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+    return opt, sched
+
+
+def training_step(opt, loss: torch.Tensor, params) -> None:
+    """One optimiser step on ``loss``, gradients clipped at norm 1 (offline and online training alike)."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+
+
 def agreement(model: Any, head: FeatureHead, data: DistillData, index: list[int], batch_tokens: int = 4096) -> float:
     """Teacher-forced top-1 agreement of the head's draft with the verifier over ``index``'s answer positions."""
     weight = model.lm_head.weight.detach()[head.vocab_ids.to(model.device)]
@@ -143,10 +162,7 @@ def train_head(model: Any, data: DistillData, *, epochs: int = 2, lr: float = 5e
     lengths = [len(data.tokens[i]) for i in train]
     steps_per_epoch = len(_batches(lengths, batch_tokens, random.Random(0)))
     total = steps_per_epoch * epochs
-    opt = torch.optim.AdamW(list(head.parameters()), lr=lr, weight_decay=0.0)
-    warm = max(1, min(100, total // 20))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+    opt, sched = adamw_cosine(head.parameters(), lr, total)
     start_epoch, history = 0, []
     settings = {"epochs": epochs, "lr": lr, "batch_tokens": batch_tokens, "vocab_size": vocab_size,
                 "feature_weight": feature_weight, "noise": noise, "seed": seed, "sequences": len(data.tokens)}
@@ -174,10 +190,7 @@ def train_head(model: Any, data: DistillData, *, epochs: int = 2, lr: float = 5e
             cls = distribution_loss(pred, target, weight, mask)
             reg = (F.smooth_l1_loss(pred / std, target / std, reduction="none").mean(-1) * m).sum() / m.sum()
             loss = cls + feature_weight * reg
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-            opt.step()
+            training_step(opt, loss, head.parameters())
             sched.step()
             bar.update(1)
             bar.set_postfix_str(f"cls {cls.item():.3f} feat {reg.item():.3f}")
