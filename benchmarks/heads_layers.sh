@@ -11,6 +11,7 @@ set -euo pipefail
 out="${1:?usage: bash benchmarks/heads_layers.sh OUT_DIR}"
 mkdir -p "$out"
 export LEAP_CACHE="$out/cache"
+trap 'rm -rf "$out/cache"' EXIT  # the float weights cached there are not records
 args=(--method-arg eagle-tree:shape=opt --method-arg exit10:layer=10 --method-arg exit20:layer=20
       --method-arg "exit-search:drafters=exit-head:layer=10;exit-head:layer=20")
 leap bench --methods ar,eagle,eagle-tree=eagle,exit10=exit-head,exit20=exit-head,exit-search=leap-drafters "${args[@]}" \
