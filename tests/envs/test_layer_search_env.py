@@ -150,8 +150,9 @@ import torch
 import leap
 
 torch.ones(256, 256) @ torch.ones(256, 256)  # the parent's thread pool is live before the workers fork
-envs = gym.make_vec("LeapLayerSearchCost-v0", num_envs=2, vectorization_mode=sys.argv[2], model=sys.argv[1],
-                    prompts={prompts!r}, max_new_tokens=8, step_budget=3, chat=False)
+# the measured env: no calibration in every worker; 64 tokens, so every copy runs out its step budget first
+envs = gym.make_vec("LeapLayerSearch-v0", num_envs=2, vectorization_mode=sys.argv[2], model=sys.argv[1],
+                    prompts={prompts!r}, max_new_tokens=64, step_budget=3, chat=False)
 obs, _ = envs.reset(seed=0)
 assert obs["zones"].shape[0] == 2
 truncated_seen = False
