@@ -51,7 +51,7 @@ from leap.core.modeling.kv_cache import LeapKVCache
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.runtime.costs import DENSE_K
 from leap.core.verify.sampling import SamplingSettings, target_probs
-from leap.heads.dynamic_tree import Candidate, dynamic_tree
+from leap.heads.dynamic_tree import Candidate, dynamic_tree, top_candidates
 from leap.heads.head import FeatureHead, causal_mask, load_head
 from leap.heads.online import OnlineDistiller
 
@@ -268,10 +268,7 @@ class Eagle(Drafter):
     # ------------------------------------------------------------------ trees (EAGLE-2)
     def _candidates(self, features: torch.Tensor) -> list[tuple[list[int], list[float]]]:
         """Each row's ``width`` most likely draft tokens and their probabilities (one host read)."""
-        logits = self._lm(features.unsqueeze(0))[0].float()
-        top = torch.topk(torch.softmax(logits, dim=-1), self.width, dim=-1)
-        ids, probs = torch.stack([top.indices.double(), top.values.double()]).tolist()
-        return [([int(t) for t in i], p) for i, p in zip(ids, probs)]
+        return top_candidates(self._lm(features.unsqueeze(0))[0], self.width)
 
     def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
         if self.shape == "chain":

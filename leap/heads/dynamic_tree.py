@@ -27,10 +27,12 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+import torch
+
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.trees.opt_tree import budget_by_expected_acceptance
 
-__all__ = ["Candidate", "dynamic_tree"]
+__all__ = ["Candidate", "dynamic_tree", "top_candidates"]
 
 
 @dataclass
@@ -80,3 +82,11 @@ def dynamic_tree(first: tuple[Sequence[int], Sequence[float]], expand: Expand, *
     if costs is not None:
         tree = tree.prefix(budget_by_expected_acceptance(tree.scores, costs, overhead, context))
     return tree
+
+
+def top_candidates(logits: torch.Tensor, width: int) -> list[tuple[list[int], list[float]]]:
+    """Each row of ``logits`` (``[q, V]``): its ``width`` most likely tokens and their probabilities, most likely
+    first, in one host read - what :func:`dynamic_tree`'s ``first`` and ``expand`` hand back."""
+    top = torch.topk(torch.softmax(logits.float(), dim=-1), min(width, logits.shape[-1]), dim=-1)
+    ids, probs = torch.stack([top.indices.double(), top.values.double()]).tolist()
+    return [([int(t) for t in i], p) for i, p in zip(ids, probs)]

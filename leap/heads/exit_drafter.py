@@ -22,8 +22,18 @@ one AdamW step every ``online_every`` new positions over the last ``online_windo
 ``online_max_updates`` per prompt, learning rate ``online_lr`` - on the step's measured clock. The head then
 keeps plain (trainable) linears, and what it learns carries over to the following prompts.
 
+Trees (``shape=``, greedy): ``"chain"`` (default); ``"eagle2"`` - EAGLE-2's dynamic tree
+(:mod:`leap.heads.dynamic_tree`) drafted through the layers below ``k``: ``num_tokens`` deep (3), the ``width``
+(2) most valuable nodes of each depth expanded in *one* pass of those layers with tree attention
+(:mod:`leap.core.decoding.exit_tree`), the ``tree_nodes`` most valuable nodes kept; ``"opt"`` - the same, cut
+where OPT-Tree's expected speed under the calibrated verification costs peaks. A tree costs one pass of the
+layers below ``k`` per depth where a chain costs one per token; it is verified by the full model with tree
+attention (the layers below ``k`` are not reused). Under sampling a tree-shaped exit head drafts its sampled
+chain. (EAGLE's own 6 deep x width 4 is far too wide for a CPU, where verifying 16 tokens costs ~1.5 steps.)
+
 Who calls what: the decoding session calls :meth:`use_model` when the drafter joins it and
-:meth:`exit_logits` for every token the layers draft.
+:meth:`exit_logits` for every token the layers draft; with a tree shape, :meth:`propose_exit_tree` each
+greedy step.
 """
 
 from __future__ import annotations
@@ -36,11 +46,16 @@ import torch
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 from leap.core.modeling.draft_head import DraftHead
+from leap.core.runtime.costs import DENSE_K
+from leap.core.trees.draft_tree import DraftTree
+from leap.heads.dynamic_tree import dynamic_tree, top_candidates
 from leap.heads.exit_head import ExitHead, check_layer, load_exit_head
 from leap.heads.online import OnlineDistiller
 from leap.heads.train import training_step
 
-__all__ = ["ExitHeadDrafter"]
+__all__ = ["ExitHeadDrafter", "SHAPES"]
+
+SHAPES = ("chain", "eagle2", "opt")
 
 
 @drafters.register("exit-head")
@@ -54,9 +69,23 @@ class ExitHeadDrafter(Drafter):
 
     def __init__(self, layer: int | None = None, head: str | ExitHead | None = None, rank: int = 256,
                  online: bool = False, online_lr: float = 1e-3, online_every: int = 16, online_window: int = 64,
-                 online_max_updates: int = 64) -> None:
+                 online_max_updates: int = 64, shape: str = "chain", num_tokens: int = 3, width: int = 2,
+                 tree_nodes: int = 0) -> None:
         if layer is not None and int(layer) < 1:
             raise SettingsError(f"exit-head: layer must be >= 1, got {layer}")
+        if shape not in SHAPES:
+            raise SettingsError(f"exit-head: unknown shape {shape!r}; choose one of {', '.join(SHAPES)}")
+        if int(num_tokens) < 1 or int(width) < 1 or int(tree_nodes) < 0:
+            raise SettingsError(f"exit-head: num_tokens >= 1, width >= 1 and tree_nodes >= 0, got {num_tokens}, "
+                                f"{width} and {tree_nodes}")
+        self.shape, self.num_tokens, self.width = shape, int(num_tokens), int(width)
+        self.tree_nodes = 0 if shape == "chain" else int(tree_nodes) or DENSE_K
+        self._nodes_from_costs = shape == "opt" and not int(tree_nodes)  # the calibration's max_tree_nodes
+        self.needs_costs = shape == "opt"
+        self.costs = None
+        if shape != "chain":  # one read of the root's candidates and one of each deeper layer's
+            self.host_reads_per_step = self.num_tokens
+        self._eos: frozenset[int] = frozenset()
         self.online = bool(online)
         self.needs_exit_states = self.online
         self._online = dict(lr=float(online_lr), every=int(online_every), window=int(online_window),
@@ -106,7 +135,7 @@ class ExitHeadDrafter(Drafter):
 
             accelerate_linears(head)  # it only drafts: pack its linears like the model's
         self.head, self.exit_layer = head, head.layer
-        self._model = model
+        self._model, self._eos = model, frozenset(model.eos_token_ids)
         self._lm = DraftHead(model.lm_head, head.vocab_list)
 
     def _make_head(self, model: Any) -> ExitHead:
@@ -122,6 +151,11 @@ class ExitHeadDrafter(Drafter):
             head = load_exit_head(model, path)
         return head
 
+    def use_costs(self, costs) -> None:
+        self.costs = costs
+        if self._nodes_from_costs:
+            self.tree_nodes = costs.max_tree_nodes
+
     def begin(self, prompt: Sequence[int]) -> None:
         if self._learner is not None:
             self._learner.begin()
@@ -135,6 +169,23 @@ class ExitHeadDrafter(Drafter):
 
     def continue_with_layers(self, proposed: int) -> bool:
         return True
+
+    def propose_exit_tree(self, layers, max_depth: int) -> DraftTree:
+        """EAGLE-2's dynamic tree through the layers below ``k``: one pass of them per depth."""
+        depth = min(max_depth, self.num_tokens)
+        entry: dict[int, int] = {}  # candidate -> its draft entry in the layers' cache
+
+        def expand(layer: list[int], cands) -> list:
+            parents = [0 if cands[i].parent < 0 else entry[cands[i].parent] for i in layer]
+            logits, entries = layers.expand([cands[i].token for i in layer], parents)
+            entry.update(zip(layer, entries))
+            return top_candidates(logits, self.width)
+
+        # the tree's drafting cost (one node row per depth, about) is spent whatever size the cut keeps
+        overhead = self.costs.draft(layers.passes_per_node * depth, depth) if self.costs is not None else 0.0
+        return dynamic_tree(top_candidates(layers.root(), self.width)[0], expand, depth=depth, width=self.width,
+                            max_nodes=self.tree_nodes, costs=self.costs if self.shape == "opt" else None,
+                            overhead=overhead, stop_tokens=self._eos, context=layers.base + 1)
 
     def exit_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         if self._lm is None:

@@ -16,6 +16,7 @@ import torch
 from leap.core.config import LayerConfig
 from leap.core.decoding.step_draft import StepDraft as _Draft
 from leap.core.decoding.step_draft import describe as _describe
+from leap.core.decoding.exit_tree import draft_exit_tree
 from leap.core.modeling.draft_head import DraftHead
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.drafters import Drafter
@@ -176,6 +177,9 @@ class DecodingSession:
         # with an exit layer drafts with the layers below it, all of them when the step has no configuration
         exit = drafter if drafter is not None and drafter.exit_layer is not None else None
         cfg = LayerConfig.full(stack.num_layers) if cfg is None and exit is not None else cfg
+        if exit is not None and exit.tree_nodes > 1 and self.settings.greedy and max_k > 0:  # its tree, one pass
+            tree, passes = draft_exit_tree(self, exit, cfg, base, max_k)  # of the layers below k per depth
+            return self._tree_step(tree, drafter, draft.t_start, passes, cfg)
         if drafter is not None and max_k > 0:
             sampled = drafter.samples_drafts and not self.settings.greedy
             tree = drafter.propose_sampled_tree(self.tokens, max_k, self.generator) if sampled \
@@ -309,9 +313,11 @@ class DecodingSession:
         q = torch.stack(draft.q_rows) if draft.q_rows else p[:0]
         return speculative_accept(draft.tokens, q, p, self.generator)
 
-    def _tree_step(self, tree: DraftTree, drafter: Drafter, t_start) -> StepRecord:
+    def _tree_step(self, tree: DraftTree, drafter: Drafter, t_start, layer_passes: int = 0,
+                   cfg: LayerConfig | None = None) -> StepRecord:
         """Verify a branching draft tree in one forward with tree attention (see
-        :mod:`leap.core.trees.draft_tree`), keep the accepted path's cache entries, commit."""
+        :mod:`leap.core.trees.draft_tree`), keep the accepted path's cache entries, commit. An exit drafter's
+        tree names the ``layer_passes`` it cost and the configuration ``cfg`` it drafted under."""
         stack, clock = self.stack, self.stack.step_clock
         base = len(self.tokens) - 1
         pending = self.tokens[base]
@@ -338,8 +344,8 @@ class DecodingSession:
             draft_time_s=clock.seconds(t_start, t_draft),
             verify_time_s=clock.seconds(t_draft, t_end),
             forward_time_s=clock.seconds(t_draft, t_fwd),
-            layer_passes=0,
-            config=_describe(drafter, None),
+            layer_passes=layer_passes,
+            config=_describe(drafter, cfg),
             drafter=drafter.name,
         )
 

@@ -22,7 +22,8 @@ PROMPT = [5, 9, 14, 20, 7, 11, 5, 9, 14, 20, 7, 11, 5, 9]
 CONFIG = LayerConfig.parse("EESSEE")
 TREES = {"suffix": {"tree_nodes": 6}, "stand": {"shape": "best-first", "tree_nodes": 6},
          "lowbit": {"shape": "siblings"}, "prompt-lookup": {"tree_nodes": 6},
-         "eagle": {"head": "untrained", "shape": "eagle2", "tree_nodes": 6}}
+         "eagle": {"head": "untrained", "shape": "eagle2", "tree_nodes": 6},
+         "exit-head": {"head": "untrained", "layer": 3, "shape": "eagle2", "tree_nodes": 6}}
 
 
 # ---------------------------------------------------------------- the counter itself
