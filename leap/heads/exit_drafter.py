@@ -181,11 +181,11 @@ class ExitHeadDrafter(Drafter):
             entry.update(zip(layer, entries))
             return top_candidates(logits, self.width)
 
-        # the tree's drafting cost (one node row per depth, about) is spent whatever size the cut keeps
-        overhead = self.costs.draft(layers.passes_per_node * depth, depth) if self.costs is not None else 0.0
+        # OPT-Tree's cut is taken after the drafting is spent: that cost is sunk, the same for every size the cut
+        # may keep (counting it as overhead would make "keep nothing" win whenever it exceeds the gain)
         return dynamic_tree(top_candidates(layers.root(), self.width)[0], expand, depth=depth, width=self.width,
                             max_nodes=self.tree_nodes, costs=self.costs if self.shape == "opt" else None,
-                            overhead=overhead, stop_tokens=self._eos, context=layers.base + 1)
+                            stop_tokens=self._eos, context=layers.base + 1)
 
     def exit_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         if self._lm is None:
