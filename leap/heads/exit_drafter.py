@@ -101,9 +101,9 @@ class ExitHeadDrafter(Drafter):
         self._model: Any = None
         self._lm: DraftHead | None = None
 
-    @staticmethod
-    def default_layer(model: Any) -> int:
-        return max(1, model.num_layers // 3)
+    @classmethod
+    def default_layer(cls, model: Any) -> int:
+        return cls.exit_layer_of(model.num_layers)
 
     @classmethod
     def unavailable(cls, model: Any, layer: int | None = None, head: str | ExitHead | None = None,
@@ -118,6 +118,24 @@ class ExitHeadDrafter(Drafter):
         except SettingsError as e:
             return str(e)
         return None
+
+    @classmethod
+    def exit_layer_of(cls, num_layers: int, layer: int | None = None, head: str | ExitHead | None = None,
+                      **kwargs: Any) -> int | None:
+        """``layer=``, else the layer a ``head=`` object or file records, else a third of the layers (the default
+        head's layer)."""
+        if layer is not None:
+            return int(layer)
+        if isinstance(head, ExitHead):
+            return head.layer
+        if isinstance(head, str) and head != "untrained":
+            from leap.heads.head import head_record
+
+            try:
+                return int(head_record(head)["layer"])
+            except Exception:  # noqa: BLE001 - missing, not safetensors, no record: unreadable
+                pass  # unreadable: the drafter's own load says why when it joins a session
+        return max(1, num_layers // 3)
 
     def use_model(self, model: Any) -> None:
         if self._model is model:

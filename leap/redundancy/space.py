@@ -61,7 +61,7 @@ class SearchSpace:
 
     The typed seam for a drafter dimension (:class:`leap.search.drafter_space.JointSpace`): ``options``
     (the drafter options searched jointly with the layers; empty here), ``layer_space`` (the layer part;
-    this space itself here) and :meth:`canonical`. Agents read these instead of checking the class.
+    this space itself here), :meth:`canonical` and :meth:`units_used`. Agents read these instead of checking the class.
     """
 
     options: tuple = ()
@@ -95,6 +95,10 @@ class SearchSpace:
     def canonical(self, choice: Sequence[int]) -> tuple[int, ...]:
         """The representative of the choices that decode alike (every choice is its own here)."""
         return tuple(int(a) for a in choice)
+
+    def units_used(self, option: int) -> int:
+        """How many leading units are decisions of drafter option ``option`` (every unit here: no options)."""
+        return len(self.units)
 
     @property
     def zones(self) -> list[Zone]:

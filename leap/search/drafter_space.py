@@ -7,7 +7,10 @@ A :class:`DrafterOption` is one drafter with fixed parameters, written ``name`` 
 every choice: ``(*unit_actions, option)``. Options that use layers (``layer-skip``, ``hybrid``) take
 the unit actions as their :class:`~leap.core.config.LayerConfig`; model-free options ignore them
 (their choices canonicalise to the full layer choice, so each model-free option is one point of the
-space). :meth:`JointSpace.to_config` returns a :class:`DraftChoice` - hashable, like a
+space). An option with an exit layer ``k`` (``exit-head``, :meth:`~leap.core.drafters.base.Drafter.exit_layer_of`)
+drafts with the layers below ``k`` only, so only the units reaching below ``k`` are its decisions: the others
+canonicalise to EXECUTE, and each distinct draft is one point (:meth:`JointSpace.units_used`).
+:meth:`JointSpace.to_config` returns a :class:`DraftChoice` - hashable, like a
 ``LayerConfig``, so agents record and compare them the same way. A choice with one action per unit
 (no option index) means the first option, so agents written for layer spaces still work.
 
@@ -23,7 +26,10 @@ more action dimension.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -65,8 +71,19 @@ class DrafterOption:
 
         return drafters.get(self.name).uses_layers and not (self.name == "hybrid" and self.kwargs.get("min_free", 1) == 0)
 
+    def exit_layer(self, num_layers: int) -> int | None:
+        """The drafter's exit layer on a model of ``num_layers`` layers (None: it drafts with all of them)."""
+        return _exit_layer(self, num_layers)
+
     def __str__(self) -> str:
         return self.label
+
+
+@functools.lru_cache(maxsize=256)
+def _exit_layer(option: DrafterOption, num_layers: int) -> int | None:  # a head file's record is read once
+    from leap.core.drafters import drafters
+
+    return drafters.get(option.name).exit_layer_of(num_layers, **option.kwargs) if option.uses_layers else None
 
 
 def _fmt(v: object) -> str:
@@ -90,8 +107,13 @@ class DraftChoice:
 
     @property
     def layer_ratio(self) -> float | None:
-        """The configuration's layer ratio, or None for a model-free drafter (no layer budget)."""
-        return self.config.layer_ratio if self.config is not None else None
+        """The configuration's layer ratio, or None for a drafter without a layer budget: a model-free one, and an
+        exit drafter (its draft runs the layers below its exit, a trained head reads them - the execute/skip
+        band LEAP sets for layer-skip drafts is not its constraint; its configuration names every layer from the
+        exit on EXECUTE, which would put it above any band)."""
+        if self.config is None or self.drafter.exit_layer(self.config.num_layers) is not None:
+            return None
+        return self.config.layer_ratio
 
     def __str__(self) -> str:
         return self.drafter.label + (f"+{self.config}" if self.config is not None else "")
@@ -108,6 +130,18 @@ class JointSpace(SearchSpace):
             raise SettingsError("a drafter search needs at least one drafter option")
         if len(set(self.options)) != len(self.options):
             raise SettingsError(f"drafter options repeat: {[o.label for o in self.options]}")
+        self._used = tuple(self._units_below(o) for o in self.options)
+
+    def _units_below(self, option: DrafterOption) -> int:
+        if not option.uses_layers:
+            return 0
+        k = option.exit_layer(self.num_layers)
+        return len(self.units) if k is None else sum(1 for u in self.units if u.layers[0] < k)
+
+    def units_used(self, option: int) -> int:
+        """How many leading units are option ``option``'s decisions: all for a drafter with all layers, those
+        reaching below the exit layer for an exit drafter, none for a model-free one."""
+        return self._used[option]
 
     # ----------------------------------------------------------------- views
     @property
@@ -141,24 +175,28 @@ class JointSpace(SearchSpace):
             raise ConfigError(f"drafter option index {choice[-1]} is out of range (0..{len(self.options) - 1})")
         return choice[:-1], choice[-1]
 
+    def _canonical_layers(self, layers: Sequence[int], option: int) -> tuple[int, ...]:
+        used = self._used[option]
+        return (*layers[:used], *self.layer_space.full_choice[used:])
+
     def canonical(self, choice: Sequence[int]) -> tuple[int, ...]:
-        """The choice with a model-free option's unit actions reset to the full choice."""
+        """The choice with the unit actions that do not reach the option's draft reset to EXECUTE: all of them for
+        a model-free option, those at or above the exit layer for an exit drafter."""
         layers, option = self._split(choice)
-        if not self.options[option].uses_layers:
-            layers = self.layer_space.full_choice
-        return (*layers, option)
+        return (*self._canonical_layers(layers, option), option)
 
     def is_valid(self, choice: Sequence[int]) -> bool:
         try:
             layers, option = self._split(choice)
         except ConfigError:
             return False
-        return not self.options[option].uses_layers or self.layer_space.is_valid(layers)
+        return not self.options[option].uses_layers or self.layer_space.is_valid(self._canonical_layers(layers, option))
 
     def to_config(self, choice: Sequence[int]) -> DraftChoice:  # type: ignore[override]
         layers, option = self._split(choice)
         opt = self.options[option]
-        return DraftChoice(opt, self.layer_space.to_config(layers) if opt.uses_layers else None)
+        config = self.layer_space.to_config(self._canonical_layers(layers, option)) if opt.uses_layers else None
+        return DraftChoice(opt, config)
 
     def from_config(self, config: DraftChoice | LayerConfig) -> tuple[int, ...] | None:  # type: ignore[override]
         if isinstance(config, LayerConfig):
@@ -169,26 +207,46 @@ class JointSpace(SearchSpace):
         if config.config is None:
             return None if config.drafter.uses_layers else (*self.layer_space.full_choice, option)
         layers = self.layer_space.from_config(config.config)
-        return None if layers is None else (*layers, option)
+        return None if layers is None else self.canonical((*layers, option))
 
     def sample(self, rng: np.random.Generator) -> tuple[int, ...]:
-        """A drafter option uniformly, then (if it uses layers) a uniform valid layer choice."""
+        """A drafter option uniformly, then (if it uses layers) a uniform valid layer choice, canonicalised (each
+        distinct draft of an exit drafter has as many layer choices behind it, so it stays uniform)."""
         option = int(rng.integers(len(self.options)))
         layers = self.layer_space.sample(rng) if self.options[option].uses_layers else self.layer_space.full_choice
-        return (*layers, option)
+        return self.canonical((*layers, option))
+
+    def _option_choices(self, option: int) -> Iterator[tuple[int, ...]]:
+        """Option ``option``'s distinct valid layer choices (canonical)."""
+        used, rest = self._used[option], self.layer_space.full_choice[self._used[option]:]
+        for head in itertools.product(*(range(n) for n in self.layer_space.action_counts[:used])):
+            if self.layer_space.is_valid((*head, *rest)):
+                yield (*head, *rest)
+
+    def _option_size(self, option: int) -> int:
+        used = self._used[option]
+        if not self.options[option].uses_layers:
+            return 1
+        if used == len(self.units):
+            return self.layer_space.size()
+        return math.prod(self.layer_space.action_counts[:used])  # a unit above the exit executes: all valid
 
     def size(self) -> int:
-        return sum(self.layer_space.size() if o.uses_layers else 1 for o in self.options)
+        """Distinct drafts: one per model-free option, one per layer choice below an exit option's exit layer."""
+        return sum(self._option_size(i) for i in range(len(self.options)))
 
     def enumerate(self, limit: int = 1_000_000) -> Iterator[tuple[int, ...]]:
         if self.size() > limit:
             raise ValueError(f"the space has {self.size()} choices, more than limit={limit}")
         for option, opt in enumerate(self.options):
-            if opt.uses_layers:
+            if not opt.uses_layers:
+                yield (*self.layer_space.full_choice, option)
+            elif self._used[option] == len(self.units):
                 for layers in self.layer_space.enumerate(limit):
                     yield (*layers, option)
             else:
-                yield (*self.layer_space.full_choice, option)
+                for layers in self._option_choices(option):
+                    yield (*layers, option)
 
     def to_dict(self) -> dict:
         return {**self.layer_space.to_dict(), "drafters": [o.label for o in self.options], "size": self.size()}

@@ -3,6 +3,8 @@ search it jointly (mcts, ucb, bayes, random) propose only such pairs."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,7 +17,8 @@ from leap.search.drafter_space import DraftChoice, DrafterOption, JointSpace, pa
 from tests.search.spaces import search_spaces
 
 OPTION_SETS = st.lists(st.sampled_from(["layer-skip", "prompt-lookup", "prompt-lookup:num_tokens=4", "suffix",
-                                        "token-recycling", "hybrid", "hybrid:min_free=0"]),
+                                        "token-recycling", "hybrid", "hybrid:min_free=0",
+                                        "exit-head:layer=2", "exit-head:layer=5"]),  # exits: only units below k
                        min_size=1, max_size=5, unique=True)
 JOINT_AGENTS = ["mcts", "ucb", "bayes", "random"]
 
@@ -25,6 +28,11 @@ def check_pair(space: JointSpace, choice: DraftChoice) -> None:
     if choice.drafter.uses_layers:
         assert isinstance(choice.config, LayerConfig) and space.layer_space.from_config(choice.config) is not None
         assert not all(a.name == "SKIP" for a in choice.config.actions)
+        k = choice.drafter.exit_layer(space.num_layers)
+        if k is not None:  # an exit drafter: every unit from its exit layer on executes, and no layer band applies
+            above = [l for u in space.units if u.layers[0] >= k for l in u.layers]
+            assert all(choice.config.actions[l].name == "EXECUTE" for l in above), (k, str(choice.config))
+            assert choice.layer_ratio is None
     else:
         assert choice.config is None
     assert space.is_valid(space.from_config(choice))
@@ -41,9 +49,11 @@ def test_samples_are_valid_pairs_and_round_trip(layer_space, options, seed):
         pair = space.to_config(choice)
         check_pair(space, pair)
         assert space.to_config(space.from_config(pair)) == pair
-    assert space.size() == sum(layer_space.size() if parse_option(o).uses_layers else 1 for o in options)
-    if layer_space.size() <= 300:
-        assert len(list(space.enumerate())) == space.size()
+    if layer_space.size() <= 300:  # size and enumerate count each distinct draft once
+        product = itertools.product(*(range(n) for n in space.action_counts))
+        distinct = {space.to_config(c) for c in product if space.is_valid(c)}
+        assert space.size() == len(distinct)
+        assert sorted(map(str, (space.to_config(c) for c in space.enumerate()))) == sorted(map(str, distinct))
 
 
 @pytest.mark.parametrize("name", JOINT_AGENTS)
@@ -80,6 +90,26 @@ def test_mcts_tries_every_drafter_option_first():
         history.record(pair, 1.2)
         agent.record(pair, 1.2, history)
     assert sorted(seen) == sorted(options)
+
+
+def test_mcts_searches_only_the_units_below_an_exit_drafters_layer():
+    """Under an exit option MCTS's subtree ends at the last unit reaching below the exit; a good exit draft is
+    chosen as best when it pays (no layer band: red when its configuration's full-model ratio is shaped, -5)."""
+    from leap.redundancy import build_search_space
+    layer_space = build_search_space(np.linspace(0.1, 1.5, 12), np.zeros(12), zones=False, groups=False, metrics={})
+    space = with_drafters(layer_space, ["layer-skip", "exit-head:layer=4"])
+    assert space.units_used(1) == 4 and space.units_used(0) == 12
+    agent = make_agent("mcts", space, seed=0)
+    history = SearchHistory()
+    for _ in range(60):
+        pair = agent.ask(history)
+        reward = 1.6 if pair.drafter.name == "exit-head" else 0.9
+        history.record(pair, reward)
+        agent.record(pair, reward, history)
+    tree = agent.tree
+    under_exit = [n for n in range(len(tree.parent)) if tree.path(n)[:1] == [1]]
+    assert under_exit and max(tree.depth[n] for n in under_exit) == 1 + 4
+    assert agent.best(history).drafter.name == "exit-head"
 
 
 def test_option_parsing_and_errors():

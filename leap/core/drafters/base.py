@@ -113,6 +113,14 @@ class Drafter:
         naming the reason; the base says None."""
         return None
 
+    @classmethod
+    def exit_layer_of(cls, num_layers: int, **kwargs: Any) -> int | None:
+        """The :attr:`exit_layer` this drafter, made with ``kwargs``, will have on a model of ``num_layers``
+        layers (None: it has none). Cheap: called before the drafter is made, by a joint search space
+        (:class:`leap.search.drafter_space.JointSpace`) that needs to know which layer decisions matter for it -
+        only those below the exit. The base says None."""
+        return None
+
     def continue_with_layers(self, proposed: int) -> bool:
         """After ``proposed`` model-free tokens, should the layer-skip draft continue the chain?"""
         return False

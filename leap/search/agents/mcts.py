@@ -135,8 +135,8 @@ def _ratio_bounds(space: SearchSpace, prefix: list[int]) -> tuple[float, float] 
     if space.options:
         if not prefix:
             return None
-        if not space.options[prefix[0]].uses_layers:
-            return None
+        if not space.options[prefix[0]].uses_layers or space.units_used(prefix[0]) < len(space.units):
+            return None  # model-free, or an exit drafter: no layer ratio to keep in the band
         prefix = prefix[1:]
     lo = hi = 0
     for i, unit in enumerate(space.units):
@@ -181,14 +181,15 @@ class MCTSAgent(SearchAgent):
         self._pending: dict[LayerConfig, list[int]] = {}
 
     # Tree levels: with a drafter dimension (JointSpace) level 0 picks the drafter option and the
-    # unit levels follow; a model-free option's node is a leaf (its layer actions do not matter).
+    # unit levels follow, as many as are the option's decisions: a model-free option's node is a leaf (its
+    # layer actions do not matter), an exit drafter's subtree ends at the last unit below its exit layer.
     @property
     def _offset(self) -> int:
         return 1 if self.space.options else 0
 
     def _leaf_depth(self, path: list[int]) -> int:
-        if self._offset and path and not self.space.options[path[0]].uses_layers:
-            return 1
+        if self._offset and path:
+            return 1 + self.space.units_used(path[0])
         return len(self.space.units) + self._offset
 
     def _num_actions(self, depth: int) -> int:

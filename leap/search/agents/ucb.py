@@ -57,11 +57,19 @@ def nested_skip_arms(space: SearchSpace, n_arms: int, metric: str = "cosine") ->
 
 def _arms(space: SearchSpace, n_arms: int, metric: str) -> list:
     """Nested skip sets; with a drafter dimension, each model-free option is one arm and each option
-    that uses layers gets the nested skip sets."""
+    that uses layers gets the nested skip sets, canonicalised (an exit drafter's units from its exit layer on
+    execute) and without repeats."""
     if not space.options:
         return nested_skip_arms(space, n_arms, metric)
     layered = nested_skip_arms(space.layer_space, n_arms, metric)
-    return [DraftChoice(o, c) for o in space.options for c in (layered if o.uses_layers else [None])]
+    arms: list = []
+    for i, option in enumerate(space.options):
+        for config in layered if option.uses_layers else [None]:
+            arm = DraftChoice(option, None) if config is None else \
+                space.to_config([*space.layer_space.from_config(config), i])
+            if arm not in arms:
+                arms.append(arm)
+    return arms
 
 
 @search_agents.register("ucb")
