@@ -19,7 +19,14 @@ Trees (``shape=``): ``"chain"`` (default); ``"eagle2"`` - EAGLE-2's dynamic tree
 (:mod:`leap.heads.dynamic_tree`): ``num_tokens`` layers deep, the ``width`` best nodes of each layer
 expanded in one head pass, the ``tree_nodes`` most valuable nodes kept; ``"opt"`` - the same, cut where
 OPT-Tree's expected speed under the calibrated verification costs peaks (``tree_nodes`` only caps it).
-Trees are greedy; under sampling a tree-shaped eagle drafts its sampled chain.
+These two are greedy (their trees are ranked by value, which the draws of sampling cannot follow); under
+sampling they draft the sampled chain. Sampled trees have fixed skeletons instead (:mod:`leap.core.trees.
+stochastic_tree`), fixed before any draw: ``"siblings"`` - the chain of ``num_tokens`` plus ``width - 1``
+alternatives at every depth, as leaves (one head pass per chain node, as the chain); ``"delayed"`` - a trunk
+of ``trunk`` tokens, then ``branches`` chains of ``branch_len`` (delayed tree expansion). Each node with
+children runs the head once, with tree attention over its ancestors' entries; its children are Gumbel-Top-K
+draws without replacement from ``q`` (greedy: the most likely), each node carrying the exact distribution it
+was drawn from, so Traversal Verification and the multi-draft rules keep the target distribution.
 
 Online learning (``online=True``, DVI/OSD-style, :mod:`leap.heads.online`): the head keeps training on
 the verified positions of the prompt being answered - one step every ``online_every`` verified positions
@@ -49,6 +56,7 @@ from leap.core.errors import SettingsError
 from leap.core.modeling.draft_head import DraftHead
 from leap.core.modeling.kv_cache import LeapKVCache
 from leap.core.trees.draft_tree import DraftTree
+from leap.core.trees.stochastic_tree import delayed_shape, fill_shape, gumbel_top_k, most_likely, sibling_shape
 from leap.core.runtime.costs import DENSE_K
 from leap.core.verify.sampling import SamplingSettings, target_probs
 from leap.heads.dynamic_tree import Candidate, dynamic_tree, top_candidates
@@ -57,7 +65,7 @@ from leap.heads.online import OnlineDistiller
 
 __all__ = ["Eagle", "SHAPES"]
 
-SHAPES = ("chain", "eagle2", "opt")
+SHAPES = ("chain", "eagle2", "opt", "siblings", "delayed")
 
 
 @drafters.register("eagle")
@@ -74,19 +82,25 @@ class Eagle(Drafter):
     def __init__(self, num_tokens: int = 6, head: str | FeatureHead | None = None, min_confidence: float = 0.3,
                  top_k: int = 64, shape: str = "chain", width: int = 4, tree_nodes: int = 0, online: bool = False,
                  online_lr: float = 1e-3, online_every: int = 16, online_window: int = 32,
-                 online_max_updates: int = 64) -> None:
+                 online_max_updates: int = 64, trunk: int = 4, branches: int = 2, branch_len: int = 2) -> None:
         if num_tokens < 1:
             raise SettingsError(f"eagle: num_tokens must be >= 1, got {num_tokens}")
         if shape not in SHAPES:
             raise SettingsError(f"eagle: unknown shape {shape!r}; choose one of {', '.join(SHAPES)}")
         if width < 1 or tree_nodes < 0:
             raise SettingsError(f"eagle: width >= 1 and tree_nodes >= 0, got {width} and {tree_nodes}")
+        if trunk < 0 or branches < 1 or branch_len < 1:
+            raise SettingsError("eagle: trunk >= 0, branches >= 1 and branch_len >= 1")
         self.shape, self.width = shape, int(width)
-        self.tree_nodes = 0 if shape == "chain" else int(tree_nodes) or DENSE_K
+        self.skeleton = (sibling_shape(int(num_tokens), self.width) if shape == "siblings"
+                         else delayed_shape(int(trunk), int(branches), int(branch_len)) if shape == "delayed" else None)
+        self.tree_nodes = 0 if shape == "chain" else len(self.skeleton) if self.skeleton else int(tree_nodes) or DENSE_K
         self._nodes_from_costs = shape == "opt" and not int(tree_nodes)  # the calibration's max_tree_nodes
         self.needs_costs = shape == "opt"
         self.costs = None
-        if shape != "chain":  # one read of each layer's candidates (and of the root's), whatever the tree keeps
+        if self.skeleton:  # per node with children: its candidates, and the uniforms of its Gumbel-Top-K draws
+            self.host_reads_per_step = 2 * len(set(self.skeleton))
+        elif shape != "chain":  # one read of each layer's candidates (and of the root's), whatever the tree keeps
             self.host_reads_per_step = num_tokens + 1
         if not 0.0 <= min_confidence < 1.0:
             raise SettingsError(f"eagle: min_confidence must be in [0, 1), got {min_confidence}")
@@ -273,6 +287,8 @@ class Eagle(Drafter):
     def propose_tree(self, tokens: Sequence[int], max_depth: int) -> DraftTree:
         if self.shape == "chain":
             return super().propose_tree(tokens, max_depth)
+        if self.skeleton is not None:
+            return self._fill(tokens, max_depth, most_likely, sampled=False)
         depth = min(max_depth, self.num_tokens)
         with torch.inference_mode():
             root = self._first(tokens) if depth >= 1 else None
@@ -304,6 +320,44 @@ class Eagle(Drafter):
             tree = dynamic_tree(self._candidates(root.view(1, -1))[0], expand, depth=depth, width=self.width,
                                 max_nodes=self.tree_nodes, costs=self.costs if self.shape == "opt" else None,
                                 overhead=overhead, stop_tokens=self._eos, context=n)
+            self._restart_cache(n - 1)
+            return tree
+
+    # ------------------------------------------------------------------ trees of a fixed skeleton (sampled)
+    def propose_sampled_tree(self, tokens: Sequence[int], max_depth: int, generator) -> DraftTree:
+        if self.skeleton is None:
+            return super().propose_sampled_tree(tokens, max_depth, generator)
+        return self._fill(tokens, max_depth, gumbel_top_k(generator), sampled=True)
+
+    def _fill(self, tokens: Sequence[int], max_depth: int, choose, sampled: bool) -> DraftTree:
+        """The skeleton filled by :func:`~leap.core.trees.stochastic_tree.fill_shape`: a node's candidates are the
+        head's ``q`` after its root path (``top_k``, renormalised; after temperature and top-p when sampling),
+        from one head pass over the node with tree attention to its ancestors' entries."""
+        with torch.inference_mode():
+            root = self._first(tokens)
+            if root is None:
+                return DraftTree()
+            n = len(tokens)
+            self._fed = n - 1
+            verified = self._cache.layers[0].length
+            feature: dict[tuple[int, ...], torch.Tensor] = {(): root}  # path -> the feature its entry predicts
+            entry: dict[tuple[int, ...], int] = {}  # path -> its head cache entry
+
+            def lookup(path: tuple[int, ...]):
+                if path:
+                    entry[path] = past = self._cache.layers[0].length
+                    visible = [[False] * (past - verified + 1)]
+                    for d in range(1, len(path) + 1):
+                        visible[0][entry[path[:d]] - verified] = True
+                    feature[path] = self._step_tree(feature[path[:-1]].view(1, -1), [path[-1]], [n - 2 + len(path)],
+                                                    verified, visible)[0]
+                logits = self._lm(feature[path].view(1, 1, -1))[0, 0].float()
+                probs = target_probs(logits.unsqueeze(0), self.settings)[0] if sampled else torch.softmax(logits, -1)
+                top = torch.topk(probs, min(self.top_k, probs.numel()))
+                ids, q = torch.stack([top.indices.double(), (top.values / top.values.sum()).double()]).tolist()
+                return [int(t) for t in ids], q
+
+            tree = fill_shape(self.skeleton, lookup, choose, max_depth)
             self._restart_cache(n - 1)
             return tree
 

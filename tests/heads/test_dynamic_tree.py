@@ -1,7 +1,7 @@
 """EAGLE-2's dynamic tree (leap.heads.dynamic_tree) and the eagle drafter's trees: the expansion feeds the
 head only the ``width`` most valuable nodes of each layer, reranking keeps the most valuable nodes as a
-subtree in value order, the drafter's tree pass sees exactly what a chain pass along the same path sees,
-and decoding with trees is plain greedy output."""
+subtree in value order, the drafter's tree pass sees exactly what a chain pass along the same path sees (its
+sampled skeleton trees draw every node from that pass's q), and decoding with trees is plain greedy output."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from leap.core import SelfSpecDecoder
 from leap.core.runtime.costs import Calibration
 from leap.core.trees.opt_tree import budget_by_expected_acceptance
+from leap.core.verify.sampling import SamplingSettings
 from leap.heads.drafter import Eagle
 from leap.heads.dynamic_tree import dynamic_tree
 from leap.heads.head import FeatureHead
@@ -136,6 +137,37 @@ def test_tree_pass_sees_what_a_chain_pass_sees(tiny_llama):
         path = [tree.tokens[r - 1] for r in tree.path(row)]
         value = math.prod(float(_chain_probs(drafter, tokens, path[:k])[t]) for k, t in enumerate(path))
         assert tree.scores[row - 1] == pytest.approx(value, rel=1e-4)
+    assert drafter._cache.layers[0].length == len(tokens) - 1  # no draft entry outlives the step
+
+
+@pytest.mark.parametrize("shape", ["siblings", "delayed"])
+def test_sampled_skeleton_trees_draw_each_node_from_the_chain_pass_q(tiny_llama, shape):
+    """A sampled skeleton tree: every node was drawn from the head's q after its root path as the chain pass
+    gives it (top-k, renormalised, earlier siblings removed) - red when a node's pass sees a sibling or sits at the
+    wrong position; the draws are what Traversal Verification reads."""
+    model = tiny_llama
+    drafter = Eagle(num_tokens=3, head=_attending_head(model), shape=shape, width=3, top_k=5, trunk=1, branches=3,
+                    branch_len=2)
+    drafter.use_model(model)
+    drafter.use_sampling(SamplingSettings(1.0, 1.0))
+    tokens = [5, 6, 7, 8, 9, 10, 11]
+    drafter.begin(tokens)
+    with torch.inference_mode():
+        states = model.base(input_ids=torch.tensor([tokens])).last_hidden_state[0]
+    drafter.observe_features(0, states[:-1])
+    tree = drafter.propose_sampled_tree(tokens, 8, torch.Generator().manual_seed(0))
+    assert len(tree) == len(drafter.skeleton)  # every skeleton node was filled
+    for row in range(1, len(tree) + 1):
+        parent = tree.parents[row - 1]
+        path = [tree.tokens[r - 1] for r in tree.path(parent)] if parent else []
+        top = torch.topk(_chain_probs(drafter, tokens, path), 5)
+        q = {int(t): float(v) for t, v in zip(top.indices, top.values / top.values.sum())}
+        for earlier in sorted(tree.children(parent).values()):
+            if earlier == row:
+                break
+            q.pop(tree.tokens[earlier - 1])  # drawn without replacement: earlier siblings are out
+        mass = sum(q.values())
+        assert tree.draws[row - 1] == pytest.approx({t: v / mass for t, v in q.items()}, rel=1e-4), row
     assert drafter._cache.layers[0].length == len(tokens) - 1  # no draft entry outlives the step
 
 

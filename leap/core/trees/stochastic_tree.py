@@ -16,8 +16,8 @@ branch only at its end, ``K`` branches of ``L2`` tokens each (a ``(K, L1, L2)`` 
 by a multi-draft rule, so the target distribution is kept. Here the ``K`` branch heads are drawn
 without replacement (Gumbel-Top-K) so the tree holds no duplicate children.
 
-Who calls what: :class:`leap.core.drafters.stand.Stand` (``shape=``) builds trees with
-:func:`fill_shape` - :func:`gumbel_top_k` under sampling, :func:`most_likely` under greedy decoding.
+Who calls what: :class:`leap.core.drafters.stand.Stand`, :class:`leap.core.drafters.lowbit.LowBit` and
+:class:`leap.heads.drafter.Eagle` (``shape=``) build trees with :func:`fill_shape` - :func:`gumbel_top_k` under sampling, :func:`most_likely` under greedy decoding.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 
 from leap.core.trees.draft_tree import DraftTree
 
-__all__ = ["gumbel_top_k", "most_likely", "fill_shape", "delayed_shape", "shape_of"]
+__all__ = ["gumbel_top_k", "most_likely", "fill_shape", "delayed_shape", "sibling_shape", "shape_of"]
 
 Entry = tuple[Sequence[int], Sequence[float]]  # candidate ids and their probabilities (summing to 1)
 Choose = Callable[[Sequence[int], Sequence[float], int], list[tuple[int, dict[int, float] | None, float]]]
@@ -99,6 +99,17 @@ def delayed_shape(trunk: int, branches: int, branch_len: int) -> list[int]:
         for _ in range(branch_len):
             shape.append(parent)
             parent = len(shape)
+    return shape
+
+
+def sibling_shape(depth: int, width: int) -> list[int]:
+    """The skeleton of a chain of ``depth`` tokens with ``width - 1`` leaf alternatives at every depth
+    (node ``i``'s parent row; the first child of each chain node continues the chain)."""
+    shape, parent = [], 0
+    for _ in range(depth):
+        trunk = len(shape) + 1
+        shape.extend([parent] * width)
+        parent = trunk
     return shape
 
 

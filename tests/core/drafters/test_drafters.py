@@ -34,7 +34,8 @@ DRAFTER_CASES = [(name, dict(drafters.get(name).example_kwargs)) for name in dra
     ("suffix", {"shape": "opt"}), ("token-recycling", {"shape": "opt"}),
     ("eagle", {"head": "untrained", "online": True, "online_every": 2}),  # heads that train while they draft
     ("exit-head", {"head": "untrained", "online": True, "online_every": 2}),
-    ("exit-head", {"head": "untrained", "shape": "eagle2", "tree_nodes": 6})]  # trees through the layers below k
+    ("exit-head", {"head": "untrained", "shape": "eagle2", "tree_nodes": 6}),  # trees through the layers below k
+    ("eagle", {"head": "untrained", "shape": "delayed", "trunk": 1, "branches": 2})]  # a skeleton tree
 
 
 @pytest.mark.parametrize("name, kwargs", DRAFTER_CASES, ids=lambda v: v if isinstance(v, str) else str(v or ""))

@@ -83,6 +83,8 @@ def _drafter_cases():
     # a head that trains while it drafts: its updates read nothing back (losses stay on the device)
     yield pytest.param("eagle", {"head": "untrained", "online": True, "online_every": 2}, id="eagle-online")
     yield pytest.param("exit-head", {"head": "untrained", "online": True, "online_every": 2}, id="exit-head-online")
+    yield pytest.param("eagle", {"head": "untrained", "shape": "siblings", "width": 2, "num_tokens": 3},
+                       id="eagle-siblings")  # a sampled skeleton tree
 
 
 @pytest.mark.parametrize("name, kwargs", list(_drafter_cases()))

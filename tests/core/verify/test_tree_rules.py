@@ -59,6 +59,9 @@ KINDS = {
     "stand-delayed": lambda: make_drafter("stand", order=2, top_k=3, shape="delayed", trunk=1, branches=2,
                                           branch_len=1),
     "stand-chain": lambda: make_drafter("stand", order=2, top_k=2),
+    # an EAGLE head's sampled tree (a fixed skeleton; each node's children drawn from the head's own q)
+    "eagle-delayed": lambda: make_drafter("eagle", head="untrained", top_k=3, shape="delayed", trunk=1, branches=2,
+                                          branch_len=1),
 }
 
 
