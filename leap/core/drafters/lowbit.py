@@ -41,23 +41,12 @@ from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 from leap.core.modeling.low_bit import LowBitRunner, make_runner
 from leap.core.trees.draft_tree import DraftTree
-from leap.core.trees.stochastic_tree import delayed_shape, fill_shape, gumbel_top_k, most_likely
+from leap.core.trees.stochastic_tree import delayed_shape, fill_shape, gumbel_top_k, most_likely, sibling_shape
 from leap.core.verify.sampling import SamplingSettings, target_probs
 
-__all__ = ["LowBit", "sibling_shape", "SHAPES"]
+__all__ = ["LowBit", "SHAPES"]
 
 SHAPES = ("chain", "siblings", "delayed")
-
-
-def sibling_shape(depth: int, width: int) -> list[int]:
-    """The skeleton of a chain of ``depth`` tokens with ``width - 1`` leaf alternatives at every depth
-    (node ``i``'s parent row; the first child of each chain node continues the chain)."""
-    shape, parent = [], 0
-    for _ in range(depth):
-        trunk = len(shape) + 1
-        shape.extend([parent] * width)
-        parent = trunk
-    return shape
 
 
 @drafters.register("lowbit")
@@ -109,6 +98,12 @@ class LowBit(Drafter):
         if self.runner is None:
             raise SettingsError("lowbit: no model bound; the decoding session calls use_model(model) first")
         return self.runner
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        """Take in the prompt now, when the drafter joins the request (on the request's clock, as before), so that
+        its first draft step - a search's first trial of ``lowbit`` - times drafting, not the prompt's ingestion."""
+        if self.runner is not None and len(prompt) > 1:
+            self.runner.sync(prompt[:-1])
 
     # ------------------------------------------------------------------ drafting
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:

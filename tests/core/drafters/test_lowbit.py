@@ -137,7 +137,7 @@ def test_llama_cpp_runner_on_the_shipped_gguf_agrees_and_stays_in_step():
 
 # ---------------------------------------------------------------- trees and the cascade
 def test_sibling_trees_are_the_chain_plus_the_next_most_likely_alternatives(runner_model):
-    from leap.core.drafters.lowbit import sibling_shape
+    from leap.core.trees.stochastic_tree import sibling_shape
 
     assert sibling_shape(3, 2) == [0, 0, 1, 1, 3, 3]
     runner = TorchInt8Runner(runner_model)
@@ -203,3 +203,19 @@ def test_cascade_copies_when_the_context_repeats_and_drafts_otherwise(tiny_llama
     cascade.begin([5, 6, 7, 8, 9, 10, 5, 6, 7, 8, 9, 10, 5, 6, 7])
     tree = cascade.propose_tree([5, 6, 7, 8, 9, 10, 5, 6, 7, 8, 9, 10, 5, 6, 7], 4)
     assert tree.first_chain()[:2] == [8, 9] and cascade.used[0] == 1  # the repeat is copied
+
+
+def test_the_prompt_is_taken_in_when_lowbit_joins_not_in_its_first_step(tiny_llama):
+    """A search attaches its drafters when it starts; lowbit ingests the prompt then, so its first step (a trial)
+    feeds only the last prompt token (red without LowBit.begin: the whole prompt lands in the first step)."""
+    prompt = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    decoder = SelfSpecDecoder(tiny_llama, None, drafter="lowbit", drafter_kwargs={"backend": "torch-int8"})
+    session = decoder.start(prompt, max_new_tokens=8)
+    drafter = decoder.drafter
+    session.attach(drafter)
+    assert drafter.runner.cached == prompt[:-1]
+    fed = []
+    feed = drafter.runner.feed
+    drafter.runner.feed = lambda tokens: (fed.append(list(tokens)), feed(tokens))[1]
+    session.step()
+    assert fed[0] == prompt[-1:]
