@@ -384,21 +384,11 @@ class DecodingSession:
         if cfg is None and drafter is not None and drafter.exit_layer is not None:  # its layers below the exit
             cfg = LayerConfig.full(self.stack.num_layers)
         uses_layers = cfg is not None and (drafter is None or drafter.continue_with_layers(0))
-        return self._outcome(_describe(drafter, cfg if uses_layers else None),
-                             self.policy.name if uses_layers else None, self.policy.state() if uses_layers else {})
-
-    def _outcome(self, config: str | None, policy: str | None, policy_state: dict) -> GenerationOutcome:
         return GenerationOutcome(
-            text=self.decoder.model.decode(self.new_token_ids),
-            token_ids=list(self.new_token_ids),
-            prompt_tokens=self.prompt_len,
-            wall_time_s=self.prefill_time_s + self.decode_time_s,
-            prefill_time_s=self.prefill_time_s,
-            stop_reason=self.stop_reason or "running",
-            config=config,
-            policy=policy,
-            temperature=self.settings.temperature,
-            top_p=self.settings.top_p,
-            steps=list(self.steps),
-            policy_state=policy_state,
+            text=self.decoder.model.decode(self.new_token_ids), token_ids=list(self.new_token_ids),
+            prompt_tokens=self.prompt_len, wall_time_s=self.prefill_time_s + self.decode_time_s,
+            prefill_time_s=self.prefill_time_s, stop_reason=self.stop_reason or "running",
+            config=_describe(drafter, cfg if uses_layers else None), policy=self.policy.name if uses_layers else None,
+            temperature=self.settings.temperature, top_p=self.settings.top_p, steps=list(self.steps),
+            policy_state=self.policy.state() if uses_layers else {},
         )
