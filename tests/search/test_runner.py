@@ -126,7 +126,10 @@ def test_a_space_that_cost_more_than_the_loss_budget_is_not_rebuilt_after_a_sear
             return agent_cls(build_search_space(np.ones(6), np.zeros(6), zones=False, groups=False))
         return factory
 
-    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), slow(_Stubborn), SearchSettings(budget=40, give_up=0))
+    # min_speedup 50: every search is fruitless by construction (under load a stubborn draft's measured reward
+    # once reached 1.0 and counted as paying)
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), slow(_Stubborn),
+                          SearchSettings(budget=40, give_up=0, min_speedup=50.0))
     searched = []
     for _ in range(7):  # fruitless searches skip 1, then 2, then 4 requests before the next try
         out = runner.generate(PROMPT, max_new_tokens=16)
@@ -135,7 +138,7 @@ def test_a_space_that_cost_more_than_the_loss_budget_is_not_rebuilt_after_a_sear
             assert out.stop == "loss_budget" and all(s.config is None for s in out.generation.steps)
         assert out.fixed_config is None
     assert searched == [True, False, True, False, False, True, False] and len(built) == 3
-    runner.settings = SearchSettings(budget=40, give_up=0, loss_budget=1e6)  # a request that can afford it
+    runner.settings = SearchSettings(budget=40, give_up=0, loss_budget=1e6, min_speedup=50.0)  # one that can afford it
     runner.generate(PROMPT, max_new_tokens=16)
     assert len(built) == 4
 

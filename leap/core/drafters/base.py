@@ -35,7 +35,6 @@ from leap.core.registry import Registry
 if TYPE_CHECKING:
     import torch
 
-    from leap.core.decoding.exit_tree import ExitTreeLayers
     from leap.core.runtime.costs import Calibration
 
 __all__ = ["Drafter", "drafters", "make_drafter"]
@@ -130,12 +129,13 @@ class Drafter:
         that layer) -> draft logits ``[q, V]`` over the full vocabulary (float32), as the model's own head gives."""
         raise NotImplementedError(f"{type(self).__name__} sets exit_layer but has no exit_logits")
 
-    def propose_exit_tree(self, layers: ExitTreeLayers, max_depth: int) -> DraftTree:
+    def propose_exit_tree(self, layers: Any, max_depth: int) -> DraftTree:
         """For drafters with an :attr:`exit_layer` and ``tree_nodes > 1``, under greedy decoding: a tree at most
-        ``max_depth`` deep drafted through ``layers`` - the step's configuration below the exit layer, run over
-        one batch of nodes per depth with tree attention (:mod:`leap.core.decoding.exit_tree`): ``layers.root()``
-        gives the exit's logits after the pending token, ``layers.expand(tokens, parents)`` those of a batch of
-        children. The session rolls the layers back and verifies the tree with the full model."""
+        ``max_depth`` deep drafted through ``layers``, a :class:`leap.core.decoding.exit_tree.ExitTreeLayers` (not
+        imported: the decoding code sits above the drafters) - the step's configuration below the exit layer, run
+        over one batch of nodes per depth with tree attention: ``layers.root()`` gives the exit's logits after the
+        pending token, ``layers.expand(tokens, parents)`` those of a batch of children. The session rolls the
+        layers back and verifies the tree with the full model."""
         raise NotImplementedError(f"{type(self).__name__} sets exit_layer and tree_nodes but has no propose_exit_tree")
 
     def observe_exit_states(self, states: torch.Tensor, logits: torch.Tensor) -> None:
