@@ -21,6 +21,11 @@ a trunk of ``trunk`` tokens, then ``branches`` chains of ``branch_len`` (delayed
 Sampled trees carry each node's exact draw distribution, so Traversal Verification and the tree rules
 apply unchanged.
 
+Long prompts: the runner takes in the prompt when the drafter joins a request, and llama.cpp may take longer over
+it than the full model's prefill (``docs/data/joint_v4``: 2.2-2.4 s against 1.1-1.2 s on the rag and
+summarization prompts), which is most of what ``lowbit`` loses there. ``window=W`` makes the draft's context the prompt's last ``W`` tokens plus everything generated
+(0, the default: the whole prompt).
+
 Model-free drafts first: ``hybrid`` puts this drafter behind a model-free one
 (``hybrid:free=suffix,then=lowbit``; :mod:`leap.core.drafters.hybrid`).
 
@@ -63,13 +68,17 @@ class LowBit(Drafter):
     def __init__(self, num_tokens: int = 6, min_confidence: float = 0.0, backend: str = "auto",
                  gguf: str | None = None, threads: int | None = None, n_ctx: int = 4096,
                  top_k: int = 64, runner: LowBitRunner | None = None, shape: str = "chain", width: int = 2,
-                 trunk: int = 4, branches: int = 2, branch_len: int = 2) -> None:
+                 trunk: int = 4, branches: int = 2, branch_len: int = 2, window: int = 0) -> None:
         if num_tokens < 1:
             raise SettingsError(f"lowbit: num_tokens must be >= 1, got {num_tokens}")
         if shape not in SHAPES:
             raise SettingsError(f"lowbit: unknown shape {shape!r}; choose one of {', '.join(SHAPES)}")
         if width < 1 or trunk < 0 or branches < 1 or branch_len < 1:
             raise SettingsError("lowbit: width >= 1, trunk >= 0, branches >= 1 and branch_len >= 1")
+        if int(window) < 0:
+            raise SettingsError(f"lowbit: window must be >= 0 (0: the whole prompt), got {window}")
+        self.window = int(window)
+        self._start = 0  # where the draft's context begins in this request's tokens (window > 0: the prompt's tail)
         self.shape = shape
         self.skeleton = (sibling_shape(num_tokens, width) if shape == "siblings"
                          else delayed_shape(trunk, branches, branch_len) if shape == "delayed" else None)
@@ -101,14 +110,18 @@ class LowBit(Drafter):
 
     def begin(self, prompt: Sequence[int]) -> None:
         """Take in the prompt now, when the drafter joins the request (on the request's clock, as before), so that
-        its first draft step - a search's first trial of ``lowbit`` - times drafting, not the prompt's ingestion."""
-        if self.runner is not None and len(prompt) > 1:
-            self.runner.sync(prompt[:-1])
+        its first draft step - a search's first trial of ``lowbit`` - times drafting, not the prompt's ingestion.
+        With a ``window``, only the prompt's last ``window`` tokens (and then everything generated) are the
+        draft's context: a long prompt is taken in faster, the draft sees less of it (lossless either way)."""
+        self._start = max(len(prompt) - self.window, 0) if self.window else 0
+        context = list(prompt[self._start:])
+        if self.runner is not None and len(context) > 1:
+            self.runner.sync(context[:-1])
 
     # ------------------------------------------------------------------ drafting
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         runner = self._runner()
-        logits = runner.sync(tokens)
+        logits = runner.sync(tokens[self._start:])
         out: list[int] = []
         for _ in range(min(max_tokens, self.num_tokens)):
             token = int(torch.argmax(logits).item())  # the runner is on the host: one read per token
@@ -122,7 +135,7 @@ class LowBit(Drafter):
     def propose_sampled(self, tokens: Sequence[int], max_tokens: int,
                         generator: torch.Generator | None) -> list[tuple[int, dict[int, float]]]:
         runner = self._runner()
-        logits = runner.sync(tokens)
+        logits = runner.sync(tokens[self._start:])
         out: list[tuple[int, dict[int, float]]] = []
         n = min(max_tokens, self.num_tokens)
         for _ in range(n):
@@ -141,7 +154,7 @@ class LowBit(Drafter):
     def _entry(self, tokens: Sequence[int], sampled: bool):
         """``lookup(path)`` for :func:`fill_shape`: the draft's candidates after ``tokens + path``."""
         runner = self._runner()
-        context = list(tokens)
+        context = list(tokens[self._start:])
 
         def lookup(path):
             logits = runner.sync(context + list(path))

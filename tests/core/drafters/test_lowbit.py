@@ -219,3 +219,20 @@ def test_the_prompt_is_taken_in_when_lowbit_joins_not_in_its_first_step(tiny_lla
     drafter.runner.feed = lambda tokens: (fed.append(list(tokens)), feed(tokens))[1]
     session.step()
     assert fed[0] == prompt[-1:]
+
+
+def test_a_window_makes_the_prompts_tail_the_drafts_context_and_stays_lossless(tiny_llama):
+    """window=W: the runner takes in only the prompt's last W tokens, then follows everything generated (red when
+    the window is ignored); the output is plain decoding's."""
+    prompt = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    plain = SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=24).token_ids
+    decoder = SelfSpecDecoder(tiny_llama, None, drafter="lowbit", drafter_kwargs={"backend": "torch-int8", "window": 4})
+    session = decoder.start(prompt, max_new_tokens=24)
+    session.attach(decoder.drafter)
+    assert decoder.drafter.runner.cached == prompt[-4:-1]
+    while not session.done:
+        session.step()
+    assert session.new_token_ids == plain
+    assert decoder.drafter.runner.cached[:4] == prompt[-4:]  # the window's start stays put as the output grows
+    with pytest.raises(SettingsError, match="window"):
+        LowBit(window=-1)
