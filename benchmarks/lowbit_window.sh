@@ -2,7 +2,7 @@
 # The low-bit self-draft's context window (lowbit window=W, leap/core/drafters/lowbit.py): the draft takes in only
 # the prompt's last W tokens (then follows everything generated), so a long prompt costs llama.cpp less to take
 # in, and the draft sees less of it. lowbit with the whole prompt against W = 128 and 256, Spec-Bench first turns
-# (one per category: rag and summarization have 660-770-token prompts, the others 50-200), 128 new tokens, T = 0,
+# (one per category: rag and summarization have 660-770-token prompts, the others 40-210), 128 new tokens, T = 0,
 # float32, 2 threads. An option measured here, not a tuned default (Spec-Bench is evaluation text).
 # Usage: bash benchmarks/lowbit_window.sh OUT_DIR
 set -euo pipefail
