@@ -29,7 +29,7 @@ Trees (``shape=``, greedy): ``"chain"`` (default); ``"eagle2"`` - EAGLE-2's dyna
 where OPT-Tree's expected speed under the calibrated verification costs peaks. A tree costs one pass of the
 layers below ``k`` per depth where a chain costs one per token; it is verified by the full model with tree
 attention (the layers below ``k`` are not reused). Under sampling a tree-shaped exit head drafts its sampled
-chain. (EAGLE's own 6 deep x width 4 is far too wide for a CPU, where verifying 16 tokens costs ~1.5 steps.)
+chain. Measured against chains: ``docs/drafters.md`` (``benchmarks/exit_trees.sh``).
 
 Who calls what: the decoding session calls :meth:`use_model` when the drafter joins it and
 :meth:`exit_logits` for every token the layers draft; with a tree shape, :meth:`propose_exit_tree` each

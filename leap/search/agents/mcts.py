@@ -135,8 +135,9 @@ def _ratio_bounds(space: SearchSpace, prefix: list[int]) -> tuple[float, float] 
     if space.options:
         if not prefix:
             return None
-        if not space.options[prefix[0]].uses_layers or space.units_used(prefix[0]) < len(space.units):
-            return None  # model-free, or an exit drafter: no layer ratio to keep in the band
+        option = space.options[prefix[0]]
+        if not option.uses_layers or option.exit_layer(space.num_layers) is not None:
+            return None  # model-free, or an exit drafter: no layer ratio to keep in the band (DraftChoice.layer_ratio)
         prefix = prefix[1:]
     lo = hi = 0
     for i, unit in enumerate(space.units):
