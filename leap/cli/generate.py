@@ -38,8 +38,10 @@ def add_parser(sub) -> None:
                    help="policy constructor argument, e.g. threshold=0.7 or k=4 (repeatable)")
     g.add_argument("--draft-vocab", type=int, default=None, help="restrict the draft LM head to N frequent tokens")
     g.add_argument("--drafter", default=None,
-                   help="a drafter (see `leap drafters`): prompt-lookup, suffix, token-recycling (model-free), hybrid "
-                        "(model-free, continued by the --skip/--config draft), layer-skip")
+                   help="a drafter (see `leap drafters`): lowbit (the model's own low-bit weights; the fastest "
+                        "measured on the default model), prompt-lookup, suffix, token-recycling, stand (model-free), "
+                        "eagle, exit-head (trained heads), hybrid (model-free, continued by the --skip/--config "
+                        "draft), layer-skip")
     g.add_argument("--drafter-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="drafter constructor argument, e.g. num_tokens=10 (repeatable)")
     g.add_argument("--tree-verify", default="match", metavar="RULE",
