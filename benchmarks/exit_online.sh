@@ -10,6 +10,7 @@ out="${1:?usage: bash benchmarks/exit_online.sh OUT_DIR [SEED_PROMPTS]}"
 n="${2:-8}"
 mkdir -p "$out"
 export LEAP_CACHE="$out/cache"
+trap 'rm -rf "$out/cache"' EXIT  # the float weights cached there are not records
 python -m leap.heads.prompts "$out/prompts.jsonl" 1300 "$n"
 methods=(--methods ar,exit10=exit-head,exit10-online=exit-head --method-arg exit10:layer=10
          --method-arg exit10-online:layer=10 --method-arg exit10-online:online=true)
@@ -17,6 +18,5 @@ leap bench "${methods[@]}" --num-prompts 1 --first-turn-only --max-new-tokens 12
     --seed 0 --quiet --out "$out/spec_bench_128"
 leap bench "${methods[@]}" --prompts "$out/prompts.jsonl" --num-prompts "$n" --max-new-tokens 512 --temperature 0 \
     --threads 2 --seed 0 --quiet --out "$out/seed_512"
-rm -rf "$out/cache"
 leap report "$out/spec_bench_128"
 leap report "$out/seed_512"
