@@ -23,8 +23,8 @@ apply unchanged.
 
 Long prompts: the runner takes in the prompt when the drafter joins a request, and llama.cpp may take longer over
 it than the full model's prefill (``docs/data/joint_v4``: 2.2-2.4 s against 1.1-1.2 s on the rag and
-summarization prompts), which is most of what ``lowbit`` loses there. ``window=W`` makes the draft's context the prompt's last ``W`` tokens plus everything generated
-(0, the default: the whole prompt).
+summarization prompts), which is most of what ``lowbit`` loses there. ``window=W`` makes the draft's context
+the prompt's last ``W`` tokens plus everything generated (0, the default: the whole prompt).
 
 Model-free drafts first: ``hybrid`` puts this drafter behind a model-free one
 (``hybrid:free=suffix,then=lowbit``; :mod:`leap.core.drafters.hybrid`).
