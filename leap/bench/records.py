@@ -14,6 +14,7 @@ Who calls what: :class:`leap.bench.harness.Bench` writes with :class:`RecordFile
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -88,10 +89,31 @@ class RecordFile(MemoryRecords):
 
             raise SettingsError(f"{self.path} already holds results; pass --resume to continue that run, "
                                 "or choose another --out folder")
+        if self.path.exists():
+            _cut_torn_tail(self.path)
         super().__init__(read_records(self.path) if self.path.exists() else [])
 
     def append(self, rec: dict[str, Any]) -> None:
+        """One whole line, flushed and synced: a crash or SIGKILL leaves at most a torn last line, which the next
+        open cuts off (:func:`_cut_torn_tail`) before anything is appended after it."""
         self.records.append(rec)
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
             f.flush()
+            os.fsync(f.fileno())
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """A file that does not end in a newline was torn by a crash mid-write: move the fragment after the last
+    newline to ``PATH.torn`` (kept, never silently dropped) and truncate, so the next record starts a line of its
+    own instead of being glued to the fragment (and lost with it when the file is read back)."""
+    with path.open("rb+") as f:
+        data = f.read()
+        if not data or data.endswith(b"\n"):
+            return
+        keep = data.rfind(b"\n") + 1
+        with path.with_name(path.name + ".torn").open("ab") as torn:
+            torn.write(data[keep:] + b"\n")
+        f.truncate(keep)
+        f.flush()
+        os.fsync(f.fileno())

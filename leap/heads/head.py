@@ -39,6 +39,7 @@ import torch
 from torch import nn
 
 from leap.core.errors import SettingsError
+from leap.core.modeling.hf_interface import call_layer
 from leap.core.modeling.layers import causal_mask
 
 __all__ = ["FeatureHead", "save_head", "load_head", "causal_mask"]
@@ -109,11 +110,8 @@ class FeatureHead(nn.Module):
         :class:`~leap.core.modeling.kv_cache.LeapKVCache`) the ``q`` rows extend it (drafting); without,
         a causal pass over whole sequences (training). Returns predicted features ``[B, q, H]``."""
         x = self.fc(torch.cat([features, self.embed_norm(embeds)], dim=-1))
-        out = self.layer(x, attention_mask=attention_mask, position_ids=position_ids, past_key_values=cache,
-                         use_cache=cache is not None, position_embeddings=position_embeddings,
-                         leap_layerwise=cache is not None)
-        if isinstance(out, tuple):
-            out = out[0]
+        out = call_layer(self.layer, x, cache=cache, attention_mask=attention_mask, position_ids=position_ids,
+                         position_embeddings=position_embeddings, leap_layerwise=cache is not None)
         return self.norm(out)
 
 

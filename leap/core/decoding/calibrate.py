@@ -39,6 +39,7 @@ import hashlib
 import json
 import os
 import statistics
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -257,6 +258,10 @@ def calibration_for(model: LeapModel, *, refresh: bool = False, cache: bool = Tr
                 return Calibration.from_dict(data)
         except (OSError, ValueError, KeyError, TypeError):
             pass  # unreadable: measure again
+    if cache:
+        print(f"leap: measuring this machine's costs for {key.get('model', 'the model')} on {key.get('device', '?')} "
+              f"(first use; about a minute; cached at {path}; `leap calibrate --refresh` measures again)",
+              file=sys.stderr, flush=True)
     result = calibrate(model, **kwargs)
     if cache:
         try:

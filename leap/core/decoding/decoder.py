@@ -152,7 +152,13 @@ class SelfSpecDecoder:
                 generator.seed()
             else:
                 generator.manual_seed(int(seed))
-        return DecodingSession(self, ids, max_new_tokens, settings, generator, trace_positions)
+        if (self.drafter is not None and self.drafter.needs_costs) or self.policy.needs_costs:
+            self.costs  # noqa: B018 - a first use calibrates here, before the request, never inside a step
+        session = DecodingSession(self, ids, max_new_tokens, settings, generator, trace_positions)
+        if self.drafter is not None:  # the drafter hears the prompt now, not inside the first timed step
+            with torch.inference_mode():
+                session.attach(self.drafter)
+        return session
 
     def generate(self, prompt: str | Sequence[int], **kwargs) -> GenerationOutcome:
         """Decode ``prompt`` to EOS or ``max_new_tokens`` (arguments as in :meth:`start`)."""

@@ -66,7 +66,7 @@ class LowBit(Drafter):
     host_reads_per_node = 1
 
     def __init__(self, num_tokens: int = 6, min_confidence: float = 0.0, backend: str = "auto",
-                 gguf: str | None = None, threads: int | None = None, n_ctx: int = 4096,
+                 gguf: str | None = None, threads: int | None = None, n_ctx: int = 0,
                  top_k: int = 64, runner: LowBitRunner | None = None, shape: str = "chain", width: int = 2,
                  trunk: int = 4, branches: int = 2, branch_len: int = 2, window: int = 0) -> None:
         if num_tokens < 1:
@@ -114,14 +114,25 @@ class LowBit(Drafter):
         With a ``window``, only the prompt's last ``window`` tokens (and then everything generated) are the
         draft's context: a long prompt is taken in faster, the draft sees less of it (lossless either way)."""
         self._start = max(len(prompt) - self.window, 0) if self.window else 0
-        context = list(prompt[self._start:])
-        if self.runner is not None and len(context) > 1:
-            self.runner.sync(context[:-1])
+        if self.runner is not None and len(prompt) > 1:
+            context = self._context(prompt, 0)
+            if len(context) > 1:
+                self.runner.sync(context[:-1])
+
+    def _context(self, tokens: Sequence[int], extra: int) -> list[int]:
+        """The draft's context for ``tokens`` plus ``extra`` tokens to come: from ``_start`` on, and never more than
+        the runner holds (``n_ctx``). A request longer than that slides the start to keep the last half of the
+        runner's context (taken in again once, then extended for another half), so a long request drafts from its
+        tail instead of failing (issue 33: a > 4096-token prompt failed a joint search that never chose lowbit)."""
+        limit = self._runner().n_ctx
+        if limit is not None and len(tokens) - self._start + extra > limit:
+            self._start = min(max(len(tokens) + extra - limit // 2, 0), len(tokens) - 1)
+        return list(tokens[self._start:])
 
     # ------------------------------------------------------------------ drafting
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         runner = self._runner()
-        logits = runner.sync(tokens[self._start:])
+        logits = runner.sync(self._context(tokens, self.num_tokens))
         out: list[int] = []
         for _ in range(min(max_tokens, self.num_tokens)):
             token = int(torch.argmax(logits).item())  # the runner is on the host: one read per token
@@ -135,7 +146,7 @@ class LowBit(Drafter):
     def propose_sampled(self, tokens: Sequence[int], max_tokens: int,
                         generator: torch.Generator | None) -> list[tuple[int, dict[int, float]]]:
         runner = self._runner()
-        logits = runner.sync(tokens[self._start:])
+        logits = runner.sync(self._context(tokens, self.num_tokens))
         out: list[tuple[int, dict[int, float]]] = []
         n = min(max_tokens, self.num_tokens)
         for _ in range(n):
@@ -154,7 +165,7 @@ class LowBit(Drafter):
     def _entry(self, tokens: Sequence[int], sampled: bool):
         """``lookup(path)`` for :func:`fill_shape`: the draft's candidates after ``tokens + path``."""
         runner = self._runner()
-        context = list(tokens[self._start:])
+        context = self._context(tokens, len(self.skeleton or ()))  # a path is never longer
 
         def lookup(path):
             logits = runner.sync(context + list(path))

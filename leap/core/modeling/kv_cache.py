@@ -38,6 +38,8 @@ from collections.abc import Sequence
 
 import torch
 
+from leap.core.modeling.hf_interface import register_attention, sdpa_attention_forward
+
 __all__ = ["KVLayer", "LeapKVCache", "leap_sdpa_attention", "install_attention", "ATTENTION_NAME"]
 
 ATTENTION_NAME = "leap_sdpa"
@@ -138,8 +140,12 @@ class LeapKVCache:
     def __init__(self, num_layers: int, capacity: int = 0) -> None:
         self.layers = [KVLayer(capacity) for _ in range(num_layers)]
 
-    def update(self, key_states, value_states, layer_idx: int, cache_kwargs=None):
-        """What transformers' attention modules call: append and return the layer's keys/values."""
+    def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
+        """What transformers' attention modules call: append and return the layer's keys/values.
+
+        Whatever follows ``layer_idx`` (``cache_kwargs`` positionally up to transformers 5.23, ``kwargs=``
+        from 5.24) is not used: leap's cache needs no rotary or sliding-window arguments
+        (:func:`leap.core.modeling.hf_interface.check_contract` checks the call)."""
         return self.layers[layer_idx].append(key_states, value_states)
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
@@ -189,8 +195,6 @@ def leap_sdpa_attention(
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """transformers attention interface: GQA without expanding keys/values for leap's own calls."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     layerwise = kwargs.pop("leap_layerwise", False)
     window_mask = kwargs.pop("leap_window_mask", None)
     if layerwise and kwargs.get("sliding_window") and window_mask is not None:
@@ -211,13 +215,8 @@ def install_attention(hf_model: torch.nn.Module) -> bool:
     config = getattr(hf_model, "config", None)
     if config is None or getattr(config, "_attn_implementation", None) not in {"sdpa", ATTENTION_NAME}:
         return False
-    try:
-        from transformers import AttentionInterface
-        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-    except ImportError:  # an older transformers: keep its attention
+    if not register_attention(ATTENTION_NAME, leap_sdpa_attention):  # an older transformers: keep its attention
         return False
-    AttentionInterface.register(ATTENTION_NAME, leap_sdpa_attention)
-    AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
     for sub in hf_model.modules():  # every (sub)config the attention modules read
         sub_config = getattr(sub, "config", None)
         if sub_config is not None and getattr(sub_config, "_attn_implementation", None) == "sdpa":

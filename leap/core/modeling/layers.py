@@ -1,7 +1,8 @@
 """Running a decoder layer by layer, with per-layer KV caches that can be rolled back.
 
-:class:`LayerStack` is the only place that touches transformers' modules: the decoder layers, rotary
-embeddings are transformers' own, called exactly as ``LlamaModel.forward`` calls them, but one layer at
+:class:`LayerStack` runs transformers' modules: the decoder layers, rotary
+embeddings are transformers' own, called exactly as ``LlamaModel.forward`` calls them (through
+:mod:`leap.core.modeling.hf_interface`, the one module that knows transformers' internals), but one layer at
 a time so that a draft can skip or repeat layers. The KV cache is leap's :class:`~leap.core.modeling.kv_cache.LeapKVCache`
 (buffers written in place, rollback by length; why: :mod:`leap.core.modeling.kv_cache`).
 
@@ -27,6 +28,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from leap.core.runtime.device import StepClock, wall_clock
+from leap.core.modeling.hf_interface import call_layer
 from leap.core.modeling.kv_cache import LeapKVCache
 from leap.core.modeling.model import LeapModel
 
@@ -165,18 +167,16 @@ class LayerStack:
             for p in range(passes):
                 if p:  # REPEAT: the second pass replaces the first pass's cache entries
                     cache.layers[index].crop(-q)
-                hidden = layer(
+                hidden = call_layer(
+                    layer,
                     hidden,
+                    cache=cache,
                     attention_mask=mask,
                     position_ids=position_ids,
-                    past_key_values=cache,
-                    use_cache=True,
                     position_embeddings=position_embeddings,
                     leap_layerwise=True,  # leap's GQA attention path (leap.core.modeling.kv_cache)
                     leap_window_mask=window_mask,  # used by layers that declare a sliding window
                 )
-                if isinstance(hidden, tuple):  # older transformers return (hidden, ...)
-                    hidden = hidden[0]
         return hidden
 
     def logits(self, hidden: torch.Tensor, head: torch.nn.Module | None = None) -> torch.Tensor:

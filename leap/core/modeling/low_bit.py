@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from leap.core.errors import SettingsError
+from leap.core.modeling.hf_interface import cache_keyword, dynamic_cache, output_cache
 from leap.core.runtime.host_reads import on_host
 
 __all__ = ["LowBitRunner", "LlamaCppRunner", "TorchInt8Runner", "make_runner", "gguf_of", "RUNNERS"]
@@ -41,6 +42,8 @@ class LowBitRunner:
     """Feed tokens, read next-token logits; the cache holds :attr:`cached` (a prefix of the context)."""
 
     name = "base"
+    #: the most tokens the runner's cache holds (None: no limit); a drafter keeps its context within it
+    n_ctx: int | None = None
 
     def __init__(self) -> None:
         self.cached: list[int] = []
@@ -85,21 +88,20 @@ class TorchInt8Runner(LowBitRunner):
 
     def __init__(self, model: Any) -> None:
         super().__init__()
-        from transformers import DynamicCache
-
         if model.device.type != "cpu":
             raise SettingsError("the torch-int8 low-bit runner is a CPU runner (torch's dynamic quantisation); "
                                 "on a GPU use a GGUF with a CUDA build of llama.cpp (gguf=PATH)")
+        self.n_ctx = int(model.max_context)
         hf = copy.deepcopy(model.hf_model).float().eval()
         self.module = torch.ao.quantization.quantize_dynamic(hf, {torch.nn.Linear}, dtype=torch.qint8)
-        self._cache_type = DynamicCache
-        self.cache = DynamicCache()
+        self._cache_type = dynamic_cache()
+        self.cache = self._cache_type()
 
     def _feed(self, tokens: Sequence[int]) -> torch.Tensor:
         ids = torch.tensor([list(tokens)], dtype=torch.long)
         with torch.inference_mode():
-            out = self.module(input_ids=ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
-        self.cache = out.past_key_values
+            out = self.module(input_ids=ids, use_cache=True, logits_to_keep=1, **{cache_keyword(self.module): self.cache})
+        self.cache = output_cache(out)
         return out.logits[0, -1].float()
 
     def _truncate(self, n: int) -> None:
@@ -114,7 +116,7 @@ class LlamaCppRunner(LowBitRunner):
 
     name = "llama.cpp"
 
-    def __init__(self, path: str | Path, *, n_ctx: int = 4096, threads: int | None = None) -> None:
+    def __init__(self, path: str | Path, *, n_ctx: int = 8192, threads: int | None = None) -> None:
         super().__init__()
         try:
             import llama_cpp
@@ -204,9 +206,11 @@ def gguf_of(model: Any) -> Path | None:
 
 
 def make_runner(model: Any, backend: str = "auto", gguf: str | None = None, threads: int | None = None,
-                n_ctx: int = 4096) -> LowBitRunner:
+                n_ctx: int = 0) -> LowBitRunner:
     """``auto``: llama.cpp on the model's GGUF (or ``gguf``) when llama-cpp-python is installed and the
-    model runs on the CPU, else the torch int8 copy. llama.cpp runners are shared per file and settings."""
+    model runs on the CPU, else the torch int8 copy. ``n_ctx`` (llama.cpp's context; 0: the model's own,
+    ``model.max_context``) bounds what the draft holds: past it the drafter drafts from the context's tail."""
+    n_ctx = int(n_ctx) or int(getattr(model, "max_context", 0) or 8192)
     if backend not in RUNNERS:
         raise SettingsError(f"unknown low-bit backend {backend!r}; choose one of {', '.join(RUNNERS)}")
     path = Path(gguf) if gguf else gguf_of(model)

@@ -34,6 +34,7 @@ from torch import nn
 
 from leap.core.errors import LeapError, ModelNotFoundError
 from leap.core.modeling.fast_linear import accelerate_linears
+from leap.core.modeling.hf_interface import rotary_function
 from leap.core.modeling.kv_cache import install_attention
 
 __all__ = ["LeapModel", "load_model", "wrap_model", "resolve_model", "ModelSource", "DEFAULT_MODEL"]
@@ -144,15 +145,13 @@ class LeapModel:
         (``[N, d]``) at ``position_ids`` (``[1, N]``): the input norm, ``q_proj`` and the rotary embedding,
         as the layer computes them. The one place leap reads a decoder layer's attention internals
         (redundancy metrics call this, never the modules)."""
-        import importlib
-
         block = self.layers[layer]
         attn = block.self_attn
         x = block.input_layernorm(hidden.to(self.dtype).unsqueeze(0))  # [1, N, d]
         n = x.shape[1]
         q = attn.q_proj(x).view(1, n, -1, attn.head_dim).transpose(1, 2)  # [1, H, N, hd]
         cos, sin = self.rotary_emb(x, position_ids=position_ids)
-        rotate = importlib.import_module(type(attn).__module__).apply_rotary_pos_emb  # the architecture's own
+        rotate = rotary_function(attn)  # the architecture's own
         q, _ = rotate(q, q, cos, sin)
         return q[0]
 

@@ -174,3 +174,24 @@ def test_verification_cost_is_interpolated_between_the_measured_contexts(tokens,
     if context >= 1024:
         assert costs.verify(tokens, context) == pytest.approx(b)
     assert Calibration.from_dict(costs.to_dict()).verify(tokens, context) == costs.verify(tokens, context)
+
+
+@pytest.mark.parametrize("drafter", ["gated", "select"])
+def test_a_fresh_machine_calibrates_before_the_request_never_inside_a_step(tiny_llama, tmp_path, monkeypatch, drafter,
+                                                                         capsys):
+    """With an empty $LEAP_CACHE, a drafter that reads the costs gets them when the request starts (announced on
+    stderr, with where they are cached): no step measures the machine (issue 32: gated calibrated inside its first
+    step, in its timing and host reads)."""
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    runs = []
+    real = calibrate_module.calibrate
+    monkeypatch.setattr(calibrate_module, "calibrate",
+                        lambda model, **kw: runs.append(1) or real(model, context=16, repeats=1, long_context=0))
+    decoder = SelfSpecDecoder(tiny_llama, drafter=drafter)
+    session = decoder.start([5, 9, 14, 20, 7, 11, 5, 9, 14], max_new_tokens=6)
+    assert runs == [1]
+    err = capsys.readouterr().err
+    assert "measuring this machine's costs" in err and str(tmp_path) in err
+    while not session.done:
+        session.step()
+        assert runs == [1], "a step calibrated"

@@ -236,3 +236,39 @@ def test_a_window_makes_the_prompts_tail_the_drafts_context_and_stays_lossless(t
     assert decoder.drafter.runner.cached[:4] == prompt[-4:]  # the window's start stays put as the output grows
     with pytest.raises(SettingsError, match="window"):
         LowBit(window=-1)
+
+
+class _SmallRunner(TorchInt8Runner):
+    """An int8 runner whose cache holds 12 tokens and fails past them, as llama.cpp's context does."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.n_ctx = 12
+
+    def _feed(self, tokens):
+        if len(self.cached) + len(tokens) > self.n_ctx:
+            raise SettingsError("the low-bit draft's context is full")
+        return super()._feed(tokens)
+
+
+@pytest.mark.parametrize("shape", ["chain", "siblings"])
+def test_a_request_longer_than_the_drafts_context_drafts_from_its_tail(tiny_llama, shape):
+    """Issue 33: a prompt longer than the runner's context failed the request (even in a joint search that never
+    chose lowbit: it takes in the prompt when it joins). Now the draft keeps to the runner's context: lossless,
+    and it still drafts."""
+    prompt = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]  # longer than 12
+    plain = SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=30)
+    runner = _SmallRunner(tiny_llama)
+    spec = SelfSpecDecoder(tiny_llama, None, drafter=LowBit(num_tokens=4, runner=runner, shape=shape)).generate(
+        prompt, max_new_tokens=30)
+    assert spec.token_ids == plain.token_ids
+    assert sum(s.drafted for s in spec.steps) > 0  # (the tail alone predicts little on a random model)
+
+
+def test_llama_cpps_context_is_sized_from_the_model(tiny_llama, monkeypatch):
+    import leap.core.modeling.low_bit as low_bit
+
+    seen = {}
+    monkeypatch.setattr(low_bit, "LlamaCppRunner", lambda path, n_ctx, threads: seen.setdefault("n_ctx", n_ctx))
+    make_runner(tiny_llama, backend="llama.cpp", gguf=__file__)
+    assert seen["n_ctx"] == tiny_llama.max_context

@@ -1,0 +1,76 @@
+"""``leap doctor`` (leap.cli.doctor) and the tested set it checks against (leap/data/constraints.txt)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+from leap.cli import doctor
+from leap.cli.doctor import FAIL, OK, WARN, version_findings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_a_version_other_than_the_tested_one_is_named_with_its_fix():
+    tested = {"transformers": "5.24.0", "torch": "2.13.0", "pytest": "9.0.3"}
+    found = version_findings({"transformers": "5.25.0", "torch": "2.13.0+cpu", "pytest": None}, tested)
+    by = {f.message.split()[0]: f for f in found}
+    assert set(by) == {"transformers", "pytest"}  # torch's local label (+cpu) is the tested version
+    assert by["transformers"].status == WARN and "5.25.0" in by["transformers"].message
+    assert "transformers==5.24.0" in by["transformers"].fix and "constraints.txt" in by["transformers"].fix
+    assert by["pytest"].status == WARN  # an extra; a missing core dependency fails:
+    assert version_findings({"transformers": None}, {"transformers": "5.24.0"})[0].status == FAIL
+    assert version_findings({"torch": "2.13.0"}, {"torch": "2.13.0"})[0].status == OK
+
+
+def test_the_tested_set_pins_every_dependency_inside_pyprojects_ranges():
+    """The constraints file is what setup.sh installs: it must name every dependency and extra of pyproject, at a
+    version pyproject allows (else setup.sh would install a set no library user can get)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [Requirement(r) for r in project["dependencies"]]
+    requirements += [Requirement(r) for extra in project["optional-dependencies"].values() for r in extra]
+    tested = doctor.tested_versions()
+    for req in requirements:
+        name = _norm(req.name)
+        assert name in tested, f"{name} is not in leap/data/constraints.txt"
+        assert req.specifier.contains(tested[name], prereleases=True), f"{name}=={tested[name]} outside {req}"
+
+
+def test_setup_installs_with_the_constraints_and_fails_without_llama_cpp():
+    setup = (ROOT / "setup.sh").read_text()
+    installs = [line for line in setup.splitlines() if "pip install" in line]
+    assert installs and all('-c "$CONSTRAINTS"' in line for line in installs), installs
+    assert "exit 1" in setup.split("llama_cpp_minimal.cmake", 1)[1]  # a failed llama.cpp build stops set-up
+
+
+def test_doctor_names_a_missing_llama_cpp_with_the_build_command(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real(name, *a))
+    finding = doctor._llama_cpp()
+    assert finding.status == FAIL and "torch int8" in finding.message
+    assert "llama_cpp_minimal.cmake" in finding.fix
+
+
+def test_freeze_lists_the_installed_closure():
+    import importlib.metadata as md
+
+    lines = doctor.freeze()
+    assert f"transformers=={md.version('transformers')}" in lines
+    assert not any(line.startswith("leap==") for line in lines)
+
+
+def test_doctor_runs_and_reports(capsys):
+    from leap.cli import main
+
+    code = main(["doctor", "--quick"])
+    out = capsys.readouterr().out
+    assert "versions:" in out and "threads:" in out and "leap doctor:" in out
+    assert code == (1 if "[FAIL]" in out else 0)
