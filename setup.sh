@@ -23,4 +23,4 @@ if ! CMAKE_ARGS="-DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$PWD/tools/
          "needs it. Fix the build and run setup.sh again; \`leap doctor\` checks the result." >&2
     exit 1
 fi
-"$PY" -m leap.cli doctor --quick || true
+"$PY" -m leap doctor --quick || true

@@ -15,7 +15,7 @@ git rev-parse HEAD 2>/dev/null | tee -a "$OUT/gpu.txt"
 run() {  # name, args...
   local name=$1; shift
   echo "== $name: leap smoke $*"
-  timeout 300 python3 -m leap.cli smoke "$@" --json > "$OUT/$name.json" 2> "$OUT/$name.err"
+  timeout 300 python3 -m leap smoke "$@" --json > "$OUT/$name.json" 2> "$OUT/$name.err"
   echo "exit $?"; tail -3 "$OUT/$name.err"
   python3 - "$OUT/$name.json" <<'PY'
 import json, sys

@@ -10,7 +10,8 @@ A figure in the prose is tied to its records by an HTML comment (invisible once 
 optional fourth word is a category (default ``overall``); the quantity is ``speedup`` (the pooled speedup
 and its 95% interval, formatted as ``leap report`` prints them), ``M`` (mean accepted length, two
 decimals) or ``lossless`` (``k/n`` greedy generations token-identical to plain decoding, of those
-checked). The figure is the first match of the quantity's pattern after the comment.
+checked). The figure follows the comment at once (``**`` or spaces between at most); a marker with nothing
+after it states nothing, and is reported.
 
 :func:`check_claims` recomputes every claim with :func:`leap.bench.report.summarise` and lists those that
 differ; ``python -m leap.bench.claims [FILES]`` prints them (exit 1 if any), and
@@ -49,9 +50,11 @@ def find_claims(path: str | Path) -> list[Claim]:
     out = []
     for match in _MARKER.finditer(text):
         records, method, category, quantity = match.groups()
-        figure = _PATTERNS[quantity].search(text, match.end(), match.end() + 200)
+        # the figure starts right after the marker (bold or spaces between at most): a marker with no figure of
+        # its own must not borrow the next claim's
+        figure = re.compile(r"[\s*_]*(" + _PATTERNS[quantity].pattern + ")").match(text, match.end())
         out.append(Claim(str(path), text.count("\n", 0, match.start()) + 1, records, method, category or "overall",
-                         quantity, figure.group(0) if figure else ""))
+                         quantity, figure.group(1) if figure else ""))
     return out
 
 

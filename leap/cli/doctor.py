@@ -4,7 +4,7 @@ Checks, each printed as ``ok``, ``warn`` or ``FAIL`` with the fix for what it fi
 
 * **versions** - every package of leap's tested set (``leap/data/constraints.txt``, the file ``setup.sh``
   installs with ``pip -c``) against what is installed;
-* **transformers** - :func:`leap.core.modeling.hf_interface.check_contract` on a two-layer model in memory
+* **transformers** - :func:`leap.core.modeling.layers.check_contract` on a two-layer model in memory
   (what leap's layer-by-layer forward needs from transformers' internals);
 * **llama.cpp** - whether the low-bit self-draft's runner (the main job's drafter) imports and runs one
   token of the default model's GGUF, or falls back to torch int8 (slower than plain decoding);
@@ -138,7 +138,8 @@ def freeze() -> list[str]:
 
 
 def _contract() -> list[Finding]:
-    from leap.core.modeling.hf_interface import check_contract, transformers_version
+    from leap.core.modeling.hf_interface import transformers_version
+    from leap.core.modeling.layers import check_contract
 
     problems = check_contract()
     if not problems:

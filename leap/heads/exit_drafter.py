@@ -90,6 +90,10 @@ class ExitHeadDrafter(Drafter):
         self.needs_exit_states = self.online
         self._online = dict(lr=float(online_lr), every=int(online_every), window=int(online_window),
                             max_updates=int(online_max_updates))
+        if self.online and shape != "chain":  # exit states are handed over on the chain path only
+            raise SettingsError(f"exit-head: online=true learns from the exit states of drafted chains; a tree "
+                                f"(shape={shape}) hands none over, so it would never learn - use shape=chain with "
+                                "online=true, or drop online")
         if self.online:
             OnlineDistiller.check(**self._online)  # bad settings fail now, not at the first prompt
         self._learner: _ExitLearner | None = None

@@ -73,6 +73,9 @@ class SearchAgent:
 
     name = "base"
     persistent = False  # True: one agent across prompts (its state carries over); see the module docstring
+    #: whether its proposals depend on its seed (the contract tests check that different seeds differ, so a seed
+    #: argument that does nothing - issue 33's optuna-qmc - is caught); False for deterministic rules
+    seeded = True
 
     @classmethod
     def space_for(cls, trace: Any, num_layers: int, *, zones: bool = True, groups: bool = True,

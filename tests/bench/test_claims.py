@@ -39,3 +39,15 @@ def test_a_figure_edited_by_hand_is_caught(tmp_path, capsys):
     finally:
         os.chdir(cwd)
     assert "states 2.97" in capsys.readouterr().out
+
+
+def test_a_marker_with_no_figure_of_its_own_is_caught(tmp_path):
+    """Issue 33's plant: a marker whose figure was deleted borrowed the next figure within 200 characters."""
+    text = (ROOT / "README.md").read_text()
+    marker = "<!--claim docs/data/lowbit_v2/t0 lowbit M-->"
+    start = text.index(marker) + len(marker)
+    stated = next(c for c in find_claims(ROOT / "README.md") if c.method == "lowbit" and c.quantity == "M").stated
+    edited = tmp_path / "README.md"
+    edited.write_text(text[:start] + " (see below)" + text[start + len(stated):])
+    wrong = check_claims([edited], root=ROOT)
+    assert [(c.method, c.quantity, c.stated) for c, _ in wrong] == [("lowbit", "M", "")]

@@ -167,3 +167,15 @@ def test_report_refuses_mixed_commits_unless_told_and_flags_dirty_records(tmp_pa
     assert "commit aaaaaaa, bbbbbbb" in out and "WARNING" not in out
     assert main(["report", _write_run(tmp_path / "dirty", ["ccccccc+dirty"])]) == 0
     assert "WARNING: measured with uncommitted changes (ccccccc+dirty)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("n, spread", [(6, 0.2), (13, 0.1), (39, 0.3)])
+def test_the_mean_of_per_prompt_ratios_interval_covers_its_truth(n, spread):
+    """The second aggregation `leap report` prints (mean of per-prompt speedups, t interval): 95% coverage of the
+    population mean ratio 1.5 exp(spread^2 / 2) (issue 33: std/n for std/sqrt(n) stayed green)."""
+    rng = np.random.default_rng(100 + n)
+    truth, runs, hits = 1.5 * np.exp(spread**2 / 2), 1500, 0
+    for _ in range(runs):
+        ci = speedup_interval(_population(rng, n, spread))
+        hits += ci.mean_ratio_low <= truth <= ci.mean_ratio_high
+    assert 0.925 <= hits / runs <= 0.975, hits / runs

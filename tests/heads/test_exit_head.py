@@ -197,6 +197,14 @@ def test_bad_online_settings_are_refused_when_the_exit_drafter_is_made():
         ExitHeadDrafter(online=True, online_every=0)
 
 
+@pytest.mark.parametrize("shape", ["eagle2", "opt"])
+def test_online_learning_on_trees_is_refused_not_silently_idle(shape):
+    """Issue 33: online=true with a tree shape made 0 updates (exit states reach the drafter on the chain path
+    only); it is refused with the fix."""
+    with pytest.raises(SettingsError, match="shape=chain"):
+        ExitHeadDrafter(online=True, shape=shape)
+
+
 def test_a_heads_recorded_command_names_only_the_settings_its_kind_used():
     import argparse
 

@@ -92,6 +92,20 @@ def test_state_dict_round_trips(name, space, seed, n):
 
 
 @pytest.mark.parametrize("name", AGENTS)
+def test_different_seeds_give_different_searches_unless_declared_deterministic(name):
+    """A seed that does nothing (Optuna's QMCSampler unscrambled: issue 33) fails here; an agent that declares
+    ``seeded = False`` must indeed ignore its seed."""
+    import numpy as np
+
+    from leap.redundancy import build_search_space
+
+    space = build_search_space(np.linspace(1, 0, 16), np.zeros(16) + 0.01, metrics={"cosine": np.linspace(0, 1, 16)})
+    runs = {tuple(map(str, _run(make_agent(name, space, seed=seed), 8)[0])) for seed in range(4)}
+    agent = search_agents.get(name)
+    assert (len(runs) > 1) == agent.seeded, f"{name}: {len(runs)} distinct searches over 4 seeds, seeded={agent.seeded}"
+
+
+@pytest.mark.parametrize("name", AGENTS)
 def test_reseed_restarts_the_sequence(name):
     import numpy as np
 

@@ -145,7 +145,7 @@ class LeapKVCache:
 
         Whatever follows ``layer_idx`` (``cache_kwargs`` positionally up to transformers 5.23, ``kwargs=``
         from 5.24) is not used: leap's cache needs no rotary or sliding-window arguments
-        (:func:`leap.core.modeling.hf_interface.check_contract` checks the call)."""
+        (:func:`leap.core.modeling.layers.check_contract` checks the call)."""
         return self.layers[layer_idx].append(key_states, value_states)
 
     def get_seq_length(self, layer_idx: int = 0) -> int:

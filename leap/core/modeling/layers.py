@@ -23,16 +23,18 @@ states through :meth:`run_layers`'s ``record`` argument.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 
 import torch
 
 from leap.core.runtime.device import StepClock, wall_clock
-from leap.core.modeling.hf_interface import call_layer
-from leap.core.modeling.kv_cache import LeapKVCache
+from leap.core.modeling.hf_interface import (TESTED_RANGE, cache_keyword, call_layer, register_attention,
+                                             transformers_version)
+from leap.core.modeling.kv_cache import ATTENTION_NAME, LeapKVCache, leap_sdpa_attention
 from leap.core.modeling.model import LeapModel
 
-__all__ = ["LayerStack", "LayerPlan", "plan_for", "causal_mask"]
+__all__ = ["LayerStack", "LayerPlan", "plan_for", "causal_mask", "check_contract"]
 
 # (layer index, passes) pairs in execution order; passes is 1 (execute) or 2 (repeat).
 LayerPlan = tuple[tuple[int, int], ...]
@@ -187,3 +189,106 @@ class LayerStack:
     @property
     def full_plan(self) -> LayerPlan:
         return tuple((i, 1) for i in range(self.num_layers))
+
+
+# ---------------------------------------------------------------------------------------------- contract
+def check_contract() -> list[str]:
+    """What leap expects of the installed transformers, checked on a two-layer Llama built in memory.
+
+    Returns one line per broken expectation, each naming the installed version, what changed and where
+    leap's adapter is (empty: all hold). Checked: the decoder layer takes its cache under the keyword
+    :func:`cache_keyword` reads; the attention module writes it through ``update(key, value, layer_idx,
+    ...)`` once per call with ``[batch, kv_heads, q, head_dim]`` tensors and uses what ``update`` returns;
+    leap's keywords reach the registered attention function; the rotary embedding returns ``(cos, sin)``;
+    and leap's layer-by-layer forward gives the model's own logits.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    version = transformers_version()
+    where = "leap/core/modeling/hf_interface.py"
+    problems: list[str] = []
+
+    def problem(text: str) -> None:
+        problems.append(f"transformers {version} (leap is tested on {TESTED_RANGE[0]}-{TESTED_RANGE[1]}): "
+                        f"{text}; leap's adapter to transformers is {where}")
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         tie_word_embeddings=False)
+    config._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(config).eval()
+    if not register_attention(ATTENTION_NAME, leap_sdpa_attention):
+        problem("transformers.AttentionInterface or masking_utils.AttentionMaskInterface is gone")
+        return problems
+    seen_kwargs: list[dict] = []
+
+    def recording_attention(*args, **kwargs):
+        seen_kwargs.append(dict(kwargs))
+        return leap_sdpa_attention(*args, **kwargs)
+
+    probe_name = "leap_contract_probe"
+    register_attention(probe_name, recording_attention)
+
+    class RecordingCache(LeapKVCache):
+        def __init__(self, n):
+            super().__init__(n)
+            self.calls: list[tuple] = []
+
+        def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+            self.calls.append((tuple(key_states.shape), tuple(value_states.shape), layer_idx))
+            return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+
+    layer = model.model.layers[1]
+    keyword = cache_keyword(layer)
+    if keyword not in inspect.signature(type(layer).forward).parameters:
+        problem(f"{type(layer).__name__}.forward takes neither 'cache' nor 'past_key_values'")
+        return problems
+    ids = torch.tensor([[3, 5, 7, 9]])
+    q = ids.shape[1]
+    position_ids = torch.arange(q).view(1, -1)
+    hidden = model.model.embed_tokens(ids)
+    try:
+        cos_sin = model.model.rotary_emb(hidden, position_ids=position_ids)
+    except TypeError as error:
+        problem(f"the rotary embedding no longer takes (hidden, position_ids=...): {error}")
+        return problems
+    if not (isinstance(cos_sin, tuple) and len(cos_sin) == 2):
+        problem("the rotary embedding no longer returns (cos, sin)")
+        return problems
+    mask = torch.full((q, q), torch.finfo(hidden.dtype).min).triu(1).view(1, 1, q, q)
+    cache = RecordingCache(config.num_hidden_layers)
+    try:
+        previous = layer.self_attn.config._attn_implementation
+        layer.self_attn.config._attn_implementation = probe_name
+        with torch.no_grad():
+            call_layer(layer, hidden, cache=cache, attention_mask=mask, position_ids=position_ids,
+                       position_embeddings=cos_sin, leap_layerwise=True)
+    except TypeError as error:
+        problem(f"a decoder layer called with leap's cache under {keyword!r} failed: {error} "
+                "(the cache interface attention modules call changed: see Cache.update in cache_utils.py)")
+        return problems
+    finally:
+        layer.self_attn.config._attn_implementation = previous
+    heads, head_dim = config.num_key_value_heads, config.hidden_size // config.num_attention_heads
+    expected = [((1, heads, q, head_dim), (1, heads, q, head_dim), 1)]
+    if cache.calls != expected:
+        problem(f"the attention module called cache.update {cache.calls}, leap expects {expected} "
+                "(one call per forward, (key, value, layer_idx) first)")
+    if cache.layers[1].length != q:
+        problem(f"after one forward of {q} tokens the layer's cache holds {cache.layers[1].length}")
+    if not seen_kwargs or not seen_kwargs[-1].get("leap_layerwise"):
+        problem("leap's keywords (leap_layerwise) no longer reach the attention function")
+
+    # end to end: leap's layer-by-layer forward equals the model's own logits
+    from leap.core.modeling.model import wrap_model
+
+    leap_model = wrap_model(model, None, name="contract")
+    stack = LayerStack(leap_model)
+    with torch.no_grad():
+        ours = stack.logits(stack.run_layers(stack.embed(ids[0]), stack.full_plan, stack.new_cache(), 0))
+        theirs = model(input_ids=ids).logits[0].float()
+    if not torch.allclose(ours, theirs, atol=1e-4, rtol=1e-4):
+        problem(f"leap's layer-by-layer forward differs from the model's own forward by "
+                f"{(ours - theirs).abs().max().item():.3g} in the logits")
+    return problems

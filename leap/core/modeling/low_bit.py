@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -217,14 +218,29 @@ def make_runner(model: Any, backend: str = "auto", gguf: str | None = None, thre
     if gguf and not path.is_file():
         raise SettingsError(f"no GGUF file at {gguf}")
     if backend == "auto":
-        usable = path is not None and importlib.util.find_spec("llama_cpp") is not None
+        installed = importlib.util.find_spec("llama_cpp") is not None
+        usable = path is not None and installed
         backend = "llama.cpp" if usable and model.device.type == "cpu" else "torch-int8"
+        if backend == "torch-int8" and model.device.type == "cpu":
+            why = ("llama-cpp-python is not installed (fix: bash setup.sh, or see `leap doctor`)" if not installed
+                   else "the model was not loaded from a GGUF file (fix: --drafter-arg gguf=PATH)")
+            _say_once(f"leap: lowbit drafts with the torch int8 runner, slower than plain decoding on this CPU: {why}")
     if backend == "llama.cpp":
         if path is None:
             raise SettingsError("the llama.cpp backend needs a GGUF of the model: load the model from a .gguf or "
                                 "pass gguf=PATH (llama.cpp's convert_hf_to_gguf.py writes one)")
         return LlamaCppRunner(path, n_ctx=n_ctx, threads=threads)
     return TorchInt8Runner(model)
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(text: str) -> None:
+    """A fallback the user must hear about (stderr, once per process): a slower runner is never silent."""
+    if text not in _SAID:
+        _SAID.add(text)
+        print(text, file=sys.stderr, flush=True)
 
 
 #: llama.cpp model handles by GGUF file: the weights are loaded once per process and shared, while every

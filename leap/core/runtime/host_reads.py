@@ -9,8 +9,11 @@ costs nothing there, but the same line is a sync on a GPU, so the count is the d
 method call passes through it, and these are counted as reads, by kind:
 
 * ``item``, ``tolist``, ``numpy``, ``__array__`` (``np.asarray(t)``), ``__float__``, ``__int__``,
-  ``__bool__`` (``if t:``, ``bool(t)``), ``__index__`` (``xs[t]``, ``range(t)``), ``nonzero`` (an output
-  shape that depends on the values);
+  ``__bool__`` (``if t:``, ``bool(t)``), ``__index__`` (``xs[t]``, ``range(t)``);
+* ops whose output's shape, or Python result, depends on the values (a synchronisation on CUDA): ``nonzero``,
+  ``argwhere``, ``masked_select``, ``unique``, ``unique_consecutive``, ``equal``, ``allclose``, ``is_nonzero``,
+  one-argument ``where``, ``repeat_interleave`` with a tensor of repeats, and boolean-mask indexing
+  (``x[mask]``, counted as ``mask-index``);
 * ``cpu`` and ``to("cpu")`` (an explicit copy to the host; :func:`~leap.core.runtime.device.to_host`).
 
 ``bytes`` adds up what those reads carried (a scalar read: one element; the others: the whole tensor), so a
@@ -43,7 +46,33 @@ __all__ = ["HostReads", "READ_KINDS", "on_host"]
 
 READ_KINDS = frozenset({"item", "tolist", "numpy", "__array__", "__float__", "__int__", "__bool__", "__index__",
                         "nonzero"})  # nonzero: its output's shape depends on the values (a sync on CUDA)
+#: ops whose result is a Python value or whose output shape depends on the tensor's values: the host must see the
+#: values (on CUDA: a synchronisation), so each call is one read, recorded under the op's name (boolean-mask
+#: indexing as "mask-index", one-argument ``where`` as "where", ``repeat_interleave`` with tensor repeats)
+_DATA_DEPENDENT = frozenset({"equal", "allclose", "masked_select", "unique", "unique_consecutive", "argwhere",
+                             "is_nonzero"})
 _COPIES = frozenset({"cpu", "to"})
+
+
+def _is_mask(index) -> bool:
+    if isinstance(index, torch.Tensor):
+        return index.dtype == torch.bool
+    return isinstance(index, tuple) and any(_is_mask(i) for i in index)
+
+
+def _data_dependent(name: str, args, kwargs) -> str | None:
+    """The read kind of a call whose output shape (or Python result) depends on tensor values, else None."""
+    if name in _DATA_DEPENDENT:
+        return name
+    if name == "where" and len(args) + len(kwargs) == 1:
+        return "where"
+    if name == "repeat_interleave":
+        repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
+        if isinstance(repeats, torch.Tensor) and repeats.numel() > 1:
+            return "repeat_interleave"
+    if name == "__getitem__" and len(args) > 1 and _is_mask(args[1]):
+        return "mask-index"
+    return None
 _SCALAR_READS = frozenset({"item", "__float__", "__int__", "__bool__", "__index__"})
 
 
@@ -112,9 +141,10 @@ class HostReads(TorchFunctionMode):
         result = func(*args, **kwargs)
         host_input = any(isinstance(a, torch.Tensor) and id(a) in self._host for a in args)
         source = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        if name in READ_KINDS:
+        dependent = None if name in READ_KINDS else _data_dependent(name, args, kwargs)
+        if name in READ_KINDS or dependent:
             if not host_input:
-                self._count(name, source)
+                self._count(dependent or name, source)
         elif name in _COPIES and source is not None and _to_host(name, args, kwargs):
             if not host_input:
                 self._count(name, source)

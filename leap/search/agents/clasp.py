@@ -63,6 +63,7 @@ class ClaspAgent(SearchAgent):
     """CLaSP: skip set from a DP on hidden-state cosine similarity, re-run every ``interval`` steps."""
 
     name = "clasp"
+    seeded = False  # deterministic: the same proposals whatever the seed
     persistent = True  # searches once over the stream of prompts
 
     @classmethod

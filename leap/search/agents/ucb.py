@@ -77,6 +77,7 @@ class UCBAgent(SearchAgent):
     """UCB1 over plain decoding and nested skip sets of the most redundant units."""
 
     name = "ucb"
+    seeded = False  # deterministic: the same proposals whatever the seed
 
     def __init__(self, space: SearchSpace, *, seed: int | None = None, n_arms: int = 8, c: float = 1.0,
                  metric: str = "cosine", **kwargs: Any) -> None:

@@ -30,6 +30,7 @@ class ZoneRuleAgent(SearchAgent):
     """Skip every middle-zone unit, execute the rest (no search)."""
 
     name = "zone-rule"
+    seeded = False  # deterministic: the same proposals whatever the seed
 
     def ask(self, history: SearchHistory) -> LayerConfig | None:
         return self.space.to_config(zone_rule_choice(self.space))

@@ -189,7 +189,13 @@ class CmaEsAgent(OptunaAgent):
 
 @search_agents.register("optuna-qmc")
 class QMCAgent(OptunaAgent):
-    """Optuna's quasi-Monte Carlo sampler (scrambled Sobol): space-filling, no model."""
+    """Optuna's quasi-Monte Carlo sampler (scrambled Sobol, seeded by the agent's seed): space-filling, no model.
+    Optuna's ``QMCSampler`` defaults to ``scramble=False``, where the seed does nothing and every seed gives the
+    same search; leap scrambles unless ``sampler_args`` says otherwise."""
 
     name = "optuna-qmc"
     sampler_name = "QMCSampler"
+
+    def __init__(self, space: SearchSpace, **kwargs: Any) -> None:
+        kwargs["sampler_args"] = {"scramble": True, **(kwargs.get("sampler_args") or {})}
+        super().__init__(space, **kwargs)

@@ -234,6 +234,11 @@ def test_a_window_makes_the_prompts_tail_the_drafts_context_and_stays_lossless(t
         session.step()
     assert session.new_token_ids == plain
     assert decoder.drafter.runner.cached[:4] == prompt[-4:]  # the window's start stays put as the output grows
+    # ... and the draft's context follows everything generated (a window frozen at the prompt's tail drafts from a
+    # stale context: red): the runner holds the window plus the committed tokens (all but the last step's at most)
+    committed = prompt[-4:] + session.new_token_ids
+    n = len(committed) - 8
+    assert n > 12 and decoder.drafter.runner.cached[:n] == committed[:n]
     with pytest.raises(SettingsError, match="window"):
         LowBit(window=-1)
 
@@ -272,3 +277,18 @@ def test_llama_cpps_context_is_sized_from_the_model(tiny_llama, monkeypatch):
     monkeypatch.setattr(low_bit, "LlamaCppRunner", lambda path, n_ctx, threads: seen.setdefault("n_ctx", n_ctx))
     make_runner(tiny_llama, backend="llama.cpp", gguf=__file__)
     assert seen["n_ctx"] == tiny_llama.max_context
+
+
+def test_falling_back_to_the_int8_runner_is_said_not_silent(tiny_llama, monkeypatch, capsys):
+    """Issue 33: without llama-cpp-python the main job's drafter fell back to torch int8 (0.52x) without a word."""
+    import importlib.util
+
+    import leap.core.modeling.low_bit as low_bit
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real(name, *a))
+    monkeypatch.setattr(low_bit, "_SAID", set())
+    runner = make_runner(tiny_llama, backend="auto", gguf=None)
+    assert isinstance(runner, TorchInt8Runner)
+    err = capsys.readouterr().err
+    assert "torch int8 runner" in err and "llama-cpp-python is not installed" in err

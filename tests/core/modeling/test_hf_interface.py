@@ -12,10 +12,11 @@ import torch
 
 from leap.core.modeling import hf_interface
 from leap.core.modeling.kv_cache import LeapKVCache
+from leap.core.modeling.layers import check_contract
 
 
 def test_installed_transformers_meets_leaps_contract():
-    problems = hf_interface.check_contract()
+    problems = check_contract()
     assert not problems, "\n".join(problems)
 
 
@@ -29,7 +30,7 @@ def test_a_cache_with_transformers_523s_update_signature_is_named(monkeypatch):
     monkeypatch.setattr(LeapKVCache, "update", old_update)
     if hf_interface.cache_keyword(_llama_layer()) != "cache":
         pytest.skip("transformers < 5.24 calls update(key, value, layer_idx, cache_kwargs): the old signature holds")
-    problems = hf_interface.check_contract()
+    problems = check_contract()
     assert problems and hf_interface.transformers_version() in problems[0]
     assert "cache" in problems[0] and "hf_interface.py" in problems[0]
 
@@ -37,7 +38,7 @@ def test_a_cache_with_transformers_523s_update_signature_is_named(monkeypatch):
 def test_a_layer_called_under_the_wrong_cache_keyword_is_caught(monkeypatch):
     """Planted: a release whose decoder layer takes its cache under a name leap does not know."""
     monkeypatch.setattr(hf_interface, "cache_keyword", lambda layer: "leap_not_the_cache")
-    problems = hf_interface.check_contract()
+    problems = check_contract()
     assert problems and hf_interface.transformers_version() in problems[0], problems
 
 

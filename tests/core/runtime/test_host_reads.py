@@ -45,6 +45,19 @@ def test_every_way_a_value_reaches_python_is_counted_once():
     assert reads.total == 2 and reads.by_kind == {"cpu": 1, "to": 1}, reads.report()
 
 
+def test_ops_whose_output_shape_depends_on_the_values_are_reads():
+    """Issue 33: a boolean-mask index in per-step code (a CUDA sync) was not counted; nor were these."""
+    x, mask = torch.tensor([1.5, 2.0, 2.0]), torch.tensor([True, False, True])
+    with HostReads() as reads:
+        x[mask], x[mask, ...], torch.equal(x, x), torch.allclose(x, x), torch.masked_select(x, mask), x.unique()
+        torch.unique_consecutive(x), torch.where(mask), x.repeat_interleave(torch.tensor([1, 2, 1])), x.argwhere()
+    assert reads.by_kind == {"mask-index": 2, "equal": 1, "allclose": 1, "masked_select": 1, "unique": 1,
+                             "unique_consecutive": 1, "where": 1, "repeat_interleave": 1, "argwhere": 1}, reads.report()
+    with HostReads() as reads:  # shapes known without the values: no read
+        x[1:], x[torch.tensor([0, 2])], torch.where(mask, x, 0.0), x.repeat_interleave(2), x.masked_fill(mask, 0.0)
+    assert reads.total == 0, reads.report()
+
+
 def test_the_counter_adds_up_the_bytes_read():
     x = torch.zeros(1000)  # float32
     with HostReads() as reads:

@@ -1,4 +1,4 @@
-"""``python -m leap.cli ...`` is ``leap ...``."""
+"""``python -m leap ...`` is ``leap ...``."""
 
 import sys
 
