@@ -116,18 +116,27 @@ class SearchMethod(BenchMethod):
                  loss_budget: float | None = None,
                  zone_metric: str = "residual-ratio", group_metric: str = "ear-gain",
                  metric_args: dict[str, dict[str, Any]] | None = None, low_bit: bool = False, low_bits: int = 8,
-                 seed: int | None = None, **agent_kwargs: Any) -> None:
+                 seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
+                 **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
+        from leap.search.memory import memory_for
         from leap.search.runner import OnlineSearch, SearchSettings
 
         self.name = name
         if isinstance(drafters, str):
             drafters = [d for d in drafters.split(";") if d]
+        if memory not in ("fresh", "persist", "off"):
+            raise SettingsError(f"{name}: memory must be fresh (empty at the start of the run, kept across its "
+                                f"prompts), persist ($LEAP_CACHE/search_memory) or off, got {memory!r}")
+        # a benchmark starts from an empty memory unless told: one learnt on evaluation prompts in an earlier run
+        # would be tuning on the test
+        self.memory = None if memory == "off" or not drafters else memory_for(model, persist=memory == "persist")
+        self.memory_at_start = "off" if self.memory is None else self.memory.describe()
         factory = agent_factory(agent, model.num_layers, zones=zones, groups=groups, search=search,
                                 seed=options.seed if seed is None else int(seed), agent_kwargs=agent_kwargs,
                                 drafters=drafters,
                                 zone_metric=zone_metric, group_metric=group_metric, metric_args=metric_args,
-                                low_bit=low_bit)
+                                low_bit=low_bit, memory=self.memory, drafter_settings=bool(drafter_settings))
         settings = SearchSettings(budget=options.budget if budget is None else int(budget), reward=options.reward, min_speedup=options.min_speedup,
                                   give_up=options.give_up,
                                   loss_budget=options.loss_budget if loss_budget is None else float(loss_budget),
@@ -135,7 +144,7 @@ class SearchMethod(BenchMethod):
                                   carry_over=int(carry_over))
         self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify,
                                                    low_bits=int(low_bits)),
-                                   factory, settings)
+                                   factory, settings, memory=self.memory)
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
         res = self.runner.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
@@ -143,7 +152,8 @@ class SearchMethod(BenchMethod):
             res.generation, {"search_overhead_s": res.search_overhead_s}, search_iterations=res.iterations,
             converged=res.converged, t_base_s=res.t_base_s, carried_over=res.carried_over,
             search_stop=res.stop, search_loss_s=res.search_loss_s,
-            trial_rewards=[t["reward"] for t in res.trials], trial_configs=[t["config"] for t in res.trials])
+            trial_rewards=[t["reward"] for t in res.trials], trial_configs=[t["config"] for t in res.trials],
+            search_memory_at_start=self.memory_at_start)
 
 
 class TransformersPeer(BenchMethod):

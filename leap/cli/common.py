@@ -100,6 +100,12 @@ def add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drafters", default=None, metavar="OPTIONS",
                    help="search over drafters jointly with the layers: 'default' or ';'-separated options, e.g. "
                         "'layer-skip;prompt-lookup:num_tokens=4;suffix;token-recycling;hybrid'")
+    p.add_argument("--no-drafter-settings", action="store_true",
+                   help="ablation: search each drafter at its defaults only (not over its declared settings, "
+                        "e.g. lowbit's num_tokens)")
+    p.add_argument("--no-memory", action="store_true",
+                   help="ablation: no memory of earlier requests (by default a search over drafters prunes the "
+                        "options earlier requests found losing: $LEAP_CACHE/search_memory)")
 
 
 def config_from_args(args: argparse.Namespace, num_layers: int):

@@ -26,7 +26,8 @@ def add_parser(sub) -> None:
     g.add_argument("--method", default=None,
                    help="ar (plain), self-spec (fixed --config), leap (zone-aware MCTS), or any agent from "
                         "`leap agents` (mcts, ucb, bayes, random, swift, clasp, zone-rule); default: self-spec "
-                        "when a config is given, else leap")
+                        "when a config or drafter is given, else LEAP's search over the default drafters, their "
+                        "settings and the layers (with a memory of earlier requests)")
     add_search_args(g)
     g.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module first (e.g. one that registers your own agent or policy)")
@@ -69,6 +70,13 @@ def run(args: argparse.Namespace) -> int:
     model = load_for(args)
     config = config_from_args(args, model.num_layers)
     method = args.method or ("self-spec" if config is not None or args.drafter else "leap")
+    if args.method is None and method == "leap" and not args.drafters:
+        # the default: the search over the default drafters (and their settings) with the layers, 4 real steps a
+        # trial (model-free drafts accept 0-7+ tokens from step to step: one step mostly measures luck); an
+        # explicit --method leap is the paper's layer-only search
+        args.drafters = "default"
+        if args.steps_per_trial == 1:
+            args.steps_per_trial = 4
     if method == "ar":
         config = None
     elif method == "self-spec" and config is None and not args.drafter:
@@ -103,15 +111,19 @@ def run(args: argparse.Namespace) -> int:
             from leap.search.drafter_space import DEFAULT_DRAFTERS
 
             drafters = DEFAULT_DRAFTERS if args.drafters == "default" else args.drafters.split(";")
+        from leap.search.memory import memory_for
+
+        memory = memory_for(model) if drafters and not args.no_memory else None
         factory = agent_factory(method, model.num_layers, zones=not args.no_zones, groups=not args.no_groups,
                                 search=not args.no_search, seed=args.seed, agent_kwargs=kv_args(args.agent_arg),
                                 drafters=drafters, zone_metric=args.zone_metric, group_metric=args.group_metric,
-                                metric_args=method_args(args.metric_arg, "--metric-arg"), low_bit=args.low_bit_layers)
+                                metric_args=method_args(args.metric_arg, "--metric-arg"), low_bit=args.low_bit_layers,
+                                memory=memory, drafter_settings=not args.no_drafter_settings)
         runner = OnlineSearch(decoder, factory, SearchSettings(budget=args.budget, reward=args.reward,
                                                                min_speedup=args.min_speedup, give_up=args.give_up,
                                                                steps_per_trial=args.steps_per_trial,
                                                                carry_over=args.carry_over,
-                                                               loss_budget=args.loss_budget))
+                                                               loss_budget=args.loss_budget), memory=memory)
         searched = runner.generate(args.prompt, **settings)
         return searched.generation, searched.to_dict()
 

@@ -41,7 +41,7 @@ from leap.core.options import parse_spec
 from leap.redundancy.space import SearchSpace
 
 __all__ = ["DrafterOption", "DraftChoice", "JointSpace", "with_drafters", "parse_option", "DEFAULT_DRAFTERS",
-           "usable_options"]
+           "usable_options", "expand_settings"]
 
 # lowbit, cascade: the low-bit self-draft (issue 22); eagle: the model's trained head on its top layer, exit-head:
 # a trained exit on layer L // 3 under the layer configuration below it (issue 19); both left out
@@ -258,6 +258,23 @@ class JointSpace(SearchSpace):
 def with_drafters(space: SearchSpace, options: Sequence[str | DrafterOption] = DEFAULT_DRAFTERS) -> JointSpace:
     """LEAP's space with the drafter dimension added."""
     return JointSpace(space, options)
+
+
+def expand_settings(options: Sequence[str | DrafterOption]) -> tuple[DrafterOption, ...]:
+    """Each option times the values of its drafter's declared searchable settings
+    (:attr:`~leap.core.drafters.base.Drafter.search_settings`) that the option does not fix: ``lowbit`` becomes
+    ``lowbit:num_tokens=6``, ``lowbit:num_tokens=10``, ...; ``lowbit:num_tokens=8`` stays one option."""
+    from leap.core.drafters import drafters
+
+    out: list[DrafterOption] = []
+    for option in (parse_option(o) for o in options):
+        declared = {k: v for k, v in drafters.get(option.name).search_settings.items() if k not in option.kwargs}
+        for values in itertools.product(*declared.values()):
+            params = dict(option.params) | dict(zip(declared, values))
+            expanded = DrafterOption(option.name, tuple(params.items()))
+            if expanded not in out:
+                out.append(expanded)
+    return tuple(out)
 
 
 def usable_options(options: Sequence[str | DrafterOption], model) -> tuple[DrafterOption, ...]:

@@ -29,7 +29,8 @@ from typing import Any
 from leap.core.errors import SettingsError
 from leap.core.modeling.trace import LayerTrace
 from leap.search.base import SearchAgent, make_agent, search_agents
-from leap.search.drafter_space import usable_options, with_drafters
+from leap.search.drafter_space import expand_settings, usable_options, with_drafters
+from leap.search.memory import SearchMemory
 
 __all__ = ["agent_factory"]
 
@@ -48,11 +49,16 @@ def agent_factory(
     group_metric: str = "ear-gain",
     metric_args: dict[str, dict[str, Any]] | None = None,
     low_bit: bool = False,
+    memory: SearchMemory | None = None,
+    drafter_settings: bool = True,
 ) -> Callable[[LayerTrace | None], SearchAgent]:
     """A per-prompt agent factory for ``method`` (``leap`` = ``mcts``); with ``drafters`` (drafter
     option strings, see :mod:`leap.search.drafter_space`) the space gains the drafter dimension;
     ``zone_metric``/``group_metric`` fill LEAP's R and Delta L roles (:mod:`leap.redundancy.build`);
-    ``low_bit`` adds the per-layer precision action (LOW) to the middle and final zones."""
+    ``low_bit`` adds the per-layer precision action (LOW) to the middle and final zones; ``memory``
+    (:class:`~leap.search.memory.SearchMemory`) leaves out the options earlier requests found losing;
+    ``drafter_settings`` expands each option over its drafter's declared searchable settings
+    (:attr:`~leap.core.drafters.base.Drafter.search_settings`; False: the options as given)."""
     from leap.redundancy.base import redundancy_metrics
 
     for role in (zone_metric, group_metric):
@@ -77,6 +83,8 @@ def agent_factory(
             return held[0]
 
         return persistent
+    if drafters and drafter_settings:
+        drafters = expand_settings(drafters)
     counter = iter(range(1_000_000))
     usable: dict[int, tuple] = {}  # per model: the drafter options that can draft for it (checked once)
 
@@ -86,7 +94,7 @@ def agent_factory(
             return drafters
         if id(model) not in usable:
             usable[id(model)] = usable_options(drafters, model)
-        return usable[id(model)]
+        return memory.prune(usable[id(model)]) if memory is not None else usable[id(model)]
 
     def factory(trace: LayerTrace | None) -> SearchAgent:
         space = cls.space_for(trace, num_layers, zones=zones, groups=groups, **space_kwargs)

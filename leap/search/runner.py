@@ -62,6 +62,7 @@ from leap.redundancy.build import baseline_space, build_space
 from leap.search.base import SearchAgent
 from leap.search.drafter_space import DraftChoice, DrafterOption
 from leap.search.history import SearchHistory
+from leap.search.memory import SearchMemory
 from leap.search.reward import CostModelSpeedup, MeasuredSpeedup
 
 __all__ = ["OnlineSearch", "SearchSettings", "SearchOutcome", "build_space", "baseline_space"]  # the last two re-exported from leap.redundancy.build
@@ -133,10 +134,12 @@ class OnlineSearch:
         settings: SearchSettings = SearchSettings(),
         *,
         trace_positions: int = 8,
+        memory: SearchMemory | None = None,
     ) -> None:
         """``agent`` is an agent, or a factory called with each prompt's prefill trace (LEAP builds
         its search space per prompt from it; a factory may also return one persistent agent)."""
         self.decoder = decoder
+        self.memory = memory  # what each request measured per drafter option, for the next (leap.search.memory)
         self.agent_factory = agent if not isinstance(agent, SearchAgent) else (lambda trace: agent)
         self.settings = settings
         self.trace_positions = trace_positions
@@ -151,7 +154,12 @@ class OnlineSearch:
 
     def _drafter(self, option: DrafterOption) -> Drafter:
         if option not in self.drafters:
-            self.drafters[option] = make_drafter(option.name, **option.kwargs)
+            drafter = make_drafter(option.name, **option.kwargs)
+            key = drafter.shared_state_key()
+            twin = next((d for d in self.drafters.values() if key is not None and d.shared_state_key() == key), None)
+            if twin is not None:  # e.g. lowbit at another chain length: one runner, the prompt taken in once
+                drafter.share_state(twin)
+            self.drafters[option] = drafter
         return self.drafters[option]
 
     def _step(self, session, config):
@@ -253,6 +261,9 @@ class OnlineSearch:
         if s.carry_over:
             self._carry(fixed, carried is not None, len(session.new_token_ids) - n_fixed,
                         session.decode_time_s - t_fixed, t_base)
+        if self.memory is not None:
+            self._remember(history, fixed, len(session.new_token_ids) - n_fixed, session.decode_time_s - t_fixed,
+                           t_base)
         generation = session.outcome()
         generation.config = str(fixed) if fixed is not None else None
         trials = [{"iteration": t.iteration, "config": None if t.config is None else str(t.config),
@@ -261,6 +272,17 @@ class OnlineSearch:
         return SearchOutcome(generation, iterations, converged, None if fixed is None else str(fixed),
                              overhead, t_base, trials, carried_over=carried is not None, stop=stop,
                              search_loss_s=lost)
+
+    def _remember(self, history: SearchHistory, fixed, tokens: int, seconds: float, t_base: float) -> None:
+        """Hand the memory this request's mean trial reward per drafter option and the fixed phase's speedup."""
+        per_option: dict[str, list[float]] = {}
+        for trial in history:
+            if isinstance(trial.config, DraftChoice):
+                per_option.setdefault(trial.config.drafter.label, []).append(trial.reward)
+        means = {label: sum(v) / len(v) for label, v in per_option.items()}
+        label = fixed.drafter.label if isinstance(fixed, DraftChoice) else None
+        speedup = tokens * t_base / seconds if tokens > 0 and seconds > 0 and t_base > 0 else None
+        self.memory.observe(means, label, speedup)
 
     def _paying(self, history: SearchHistory) -> bool:
         """Whether some configuration's mean reward so far reaches ``min_speedup`` (one the fix would keep)."""

@@ -149,3 +149,25 @@ def test_options_that_cannot_draft_for_the_model_leave_the_search_with_a_warning
     with pytest.warns(UserWarning, match="eagle"):
         agent = agent_factory("leap", tiny_llama.num_layers, drafters=["suffix", "eagle"], seed=0)(trace)
     assert [o.label for o in agent.space.options] == ["suffix"]
+
+
+def test_declared_settings_expand_into_options_and_fixed_ones_stay():
+    from leap.search.drafter_space import expand_settings
+
+    labels = [o.label for o in expand_settings(["lowbit", "lowbit:num_tokens=8", "suffix"])]
+    assert labels == ["lowbit:num_tokens=6", "lowbit:num_tokens=10", "lowbit:num_tokens=14", "lowbit:num_tokens=8",
+                      "suffix"]
+
+
+def test_every_drafters_declared_settings_make_valid_drafters():
+    """Contract over the registry: each declared searchable value builds the drafter (a value its constructor
+    refuses would fail a search at its first trial)."""
+    from leap.core.drafters import drafters, make_drafter
+
+    for name in drafters.names():
+        cls = drafters.get(name)
+        assert isinstance(cls.search_settings, dict)
+        for key, values in cls.search_settings.items():
+            assert values, f"{name}.search_settings[{key!r}] is empty"
+            for value in values:
+                make_drafter(name, **{**dict(cls.example_kwargs), key: value})

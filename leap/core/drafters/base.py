@@ -53,6 +53,10 @@ class Drafter:
     #: joins a session or is calibrated; e.g. the low-bit self-draft)
     needs_model = False
     needs_logits = False  # True: observe() receives the verifier's logits after every step
+    #: the settings a search over drafters may tune, each with the values it tries (``{"num_tokens": (6, 10,
+    #: 14)}``): :func:`leap.search.drafter_space.expand_settings` makes one option per combination, so every
+    #: agent searches them through the option dimension (issue 34); empty: the drafter's own defaults only
+    search_settings: dict[str, tuple] = {}
     #: True: :meth:`observe_features` receives the verifier's top-layer features (final-normed: what its LM
     #: head reads) at every verified position, the prompt's included (EAGLE heads, :mod:`leap.heads`)
     needs_features = False
@@ -144,6 +148,16 @@ class Drafter:
 
     def use_costs(self, costs: Calibration) -> None:
         """The machine's calibrated costs (:mod:`leap.core.decoding.calibrate`); called when ``needs_costs``."""
+
+    def shared_state_key(self) -> Any:
+        """Drafters of one search whose keys are equal (and not None) may share their model state: the search
+        runner (:class:`leap.search.runner.OnlineSearch`) hands a new option :meth:`share_state` from an earlier
+        one with the same key - e.g. ``lowbit`` options that differ only in chain length share one llama.cpp
+        context, so the prompt is taken in once, not once per option. None (the default): never shared."""
+        return None
+
+    def share_state(self, other: Drafter) -> None:
+        """Take over ``other``'s model state (called before :meth:`use_model`, only when the keys are equal)."""
 
     def use_model(self, model: Any) -> None:
         """The target :class:`~leap.core.modeling.model.LeapModel`; called when ``needs_model``."""

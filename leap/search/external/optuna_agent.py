@@ -131,6 +131,7 @@ class OptunaAgent(SearchAgent):
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
         state["asks"] = self._asks
+        state["sampler_seed"] = self.seed  # a fixed-seed sampler (scrambled QMC) resumes its own sequence
         storage, sid = self.study._storage, self.study._study_id
         state["study_attrs"] = dict(storage.get_study_system_attrs(sid))  # e.g. QMC's position in its sequence
         state["trials"] = [
@@ -143,6 +144,8 @@ class OptunaAgent(SearchAgent):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         optuna = _optuna()
+        if self.sampler_name in _FIXED_SEED:
+            self.seed = state.get("sampler_seed", self.seed)
         self._new_study(enqueue=state.get("asks", 0) == 0)  # the zone-rule trial is still waiting
         self._asks = state.get("asks", 0)
         for key, value in state.get("study_attrs", {}).items():

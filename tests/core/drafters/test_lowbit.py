@@ -292,3 +292,21 @@ def test_falling_back_to_the_int8_runner_is_said_not_silent(tiny_llama, monkeypa
     assert isinstance(runner, TorchInt8Runner)
     err = capsys.readouterr().err
     assert "torch int8 runner" in err and "llama-cpp-python is not installed" in err
+
+
+def test_lowbit_options_that_differ_in_chain_length_share_one_runner_in_a_search(tiny_llama):
+    """A search over lowbit:num_tokens=6|10|14 takes the prompt in once, not once per option (one runner), and a
+    different window keeps a runner of its own; decoding stays lossless."""
+    from leap.search.drafter_space import parse_option
+    from leap.search.factory import agent_factory
+    from leap.search.runner import OnlineSearch, SearchSettings
+
+    options = ["lowbit:num_tokens=2,backend=torch-int8", "lowbit:num_tokens=5,backend=torch-int8",
+               "lowbit:num_tokens=5,backend=torch-int8,window=4"]
+    factory = agent_factory("mcts", tiny_llama.num_layers, seed=0, drafters=options, drafter_settings=False)
+    search = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory, SearchSettings(budget=4, loss_budget=0.0))
+    prompt = [5, 6, 7, 8, 9, 10, 11, 12]
+    out = search.generate(prompt, max_new_tokens=20)
+    assert out.generation.token_ids == SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=20).token_ids
+    a, b, c = (search.drafters[parse_option(o)] for o in options)
+    assert a.runner is b.runner and a.runner is not None and c.runner is not a.runner

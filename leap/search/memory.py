@@ -1,0 +1,108 @@
+"""What earlier requests measured, kept for the next request's search: a prior over drafter options.
+
+A search over drafters (:class:`~leap.search.drafter_space.JointSpace`) pays its trials on every request:
+on the default model, options that never win (layer-skip drafts, STAND trees, exit heads) cost real steps
+each time (``docs/data/joint_v4``: the search 1.17x against fixed ``lowbit`` 1.79x). :class:`SearchMemory`
+keeps, per drafter option (its label, whatever layer configuration it ran with), the running mean over
+requests of the reward its trials measured on that request, and of the speedup of the fixed phase it was
+kept for; before a request, :meth:`SearchMemory.prune` leaves out the options that keep losing - successive
+halving across requests (Jamieson & Talwalkar 2016; Hyperband, Li et al. 2018): an option seen on at least
+``min_requests`` requests whose mean is below ``keep`` times the best option's is not searched again.
+Options not yet seen enough stay in, so exploration continues; when the last request's chosen option did
+not pay, nothing is pruned on the next (the prompts may have changed kind: long prompts, code, copying).
+
+The memory persists between runs under ``$LEAP_CACHE/search_memory`` keyed by model, device and dtype
+(:func:`memory_for`), or lives in memory only (``path=None``: a benchmark starts from an empty memory and
+its records say so, so nothing learnt on evaluation prompts in an earlier run scores them again). It is an
+ablation flag (``--no-memory``).
+
+Who calls what: :func:`leap.search.factory.agent_factory` prunes each request's options with it;
+:class:`leap.search.runner.OnlineSearch` records what each request measured (:meth:`observe`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SearchMemory", "memory_for"]
+
+
+class SearchMemory:
+    """Running means per drafter option over requests (see the module docstring)."""
+
+    def __init__(self, path: str | Path | None = None, *, keep: float = 0.85, min_requests: int = 2) -> None:
+        if not 0 < keep <= 1 or min_requests < 1:
+            raise ValueError("SearchMemory: keep in (0, 1], min_requests >= 1")
+        self.path = None if path is None else Path(path)
+        self.keep, self.min_requests = float(keep), int(min_requests)
+        self.stats: dict[str, dict[str, float]] = {}
+        self.last_paid = True
+        if self.path is not None and self.path.is_file():
+            try:
+                data = json.loads(self.path.read_text())
+                self.stats = {k: dict(v) for k, v in data.get("options", {}).items()}
+                self.last_paid = bool(data.get("last_paid", True))
+            except (OSError, ValueError, AttributeError):
+                self.stats = {}  # unreadable: start empty
+
+    @property
+    def empty(self) -> bool:
+        return not self.stats
+
+    def describe(self) -> str:
+        """What a record says about the memory it started from."""
+        where = "in memory only" if self.path is None else str(self.path)
+        return f"{len(self.stats)} options remembered ({where})"
+
+    # ---------------------------------------------------------------- learning
+    def _update(self, label: str, value: float) -> None:
+        entry = self.stats.setdefault(label, {"requests": 0, "mean": 0.0})
+        entry["requests"] += 1
+        entry["mean"] += (float(value) - entry["mean"]) / entry["requests"]
+
+    def observe(self, trial_means: dict[str, float], fixed: str | None, fixed_speedup: float | None) -> None:
+        """One request: each option's mean trial reward on it, and the option kept for the rest of the request
+        with the speedup its fixed phase measured (None: plain decoding was kept, or no fixed phase)."""
+        for label, value in trial_means.items():
+            self._update(label, value)
+        if fixed is not None and fixed_speedup is not None:
+            self._update(fixed, fixed_speedup)
+        self.last_paid = fixed is not None and (fixed_speedup is None or fixed_speedup >= 1.0)
+        self.save()
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"options": self.stats, "last_paid": self.last_paid}, indent=1))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a read-only cache only costs the prior
+
+    # ---------------------------------------------------------------- using it
+    def prune(self, options: Sequence[Any]) -> tuple[Any, ...]:
+        """``options`` (objects with a ``label``) less those that keep losing; the best-remembered first."""
+        seen = {o.label: self.stats[o.label]["mean"] for o in options
+                if o.label in self.stats and self.stats[o.label]["requests"] >= self.min_requests}
+        if not seen or not self.last_paid:
+            return tuple(options)
+        best = max(seen.values())
+        kept = [o for o in options if o.label not in seen or seen[o.label] >= self.keep * best]
+        return tuple(sorted(kept, key=lambda o: -seen.get(o.label, 0.0)))
+
+
+def memory_for(model: Any, *, persist: bool = True, **kwargs: Any) -> SearchMemory:
+    """The memory of ``model`` on this device and dtype: under ``$LEAP_CACHE/search_memory`` when ``persist``,
+    else empty and in memory only."""
+    if not persist:
+        return SearchMemory(None, **kwargs)
+    root = Path(os.environ.get("LEAP_CACHE", Path.home() / ".cache" / "leap")) / "search_memory"
+    dtype = str(getattr(model, "dtype", "")).replace("torch.", "")
+    name = f"{getattr(model, 'name', 'model')}-{getattr(model, 'device', 'cpu')}-{dtype}".replace("/", "_")
+    return SearchMemory(root / f"{name}.json", **kwargs)

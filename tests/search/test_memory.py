@@ -1,0 +1,54 @@
+"""The search's memory across requests (leap.search.memory) and its use by the runner."""
+
+from __future__ import annotations
+
+from leap.core.decoding.decoder import SelfSpecDecoder
+from leap.search.drafter_space import DrafterOption, parse_option
+from leap.search.factory import agent_factory
+from leap.search.memory import SearchMemory, memory_for
+from leap.search.runner import OnlineSearch, SearchSettings
+
+A, B, C = (parse_option(x) for x in ("lowbit:num_tokens=10", "stand", "suffix"))
+
+
+def test_options_that_keep_losing_are_pruned_and_unseen_ones_stay():
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    for _ in range(3):
+        memory.observe({A.label: 2.0, B.label: 1.0}, A.label, 2.1)
+    assert memory.prune([B, A, C]) == (A, C)  # B is below 0.85 x A's mean; C is unseen: still explored
+    memory.observe({}, None, None)  # the last request kept nothing that paid: search everything next time
+    assert set(memory.prune([B, A, C])) == {A, B, C}
+
+
+def test_one_request_is_not_enough_to_prune():
+    memory = SearchMemory(None, min_requests=2)
+    memory.observe({A.label: 2.0, B.label: 0.5}, A.label, 2.0)
+    assert memory.stats[A.label]["requests"] == 2  # its trials and its fixed phase
+    assert set(memory.prune([A, B])) == {A, B}  # B seen on one request only
+
+
+def test_the_memory_persists_per_model_under_leap_cache(tmp_path, monkeypatch, tiny_llama):
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    memory = memory_for(tiny_llama)
+    assert memory.empty and str(tmp_path) in memory.describe()
+    memory.observe({A.label: 1.5}, A.label, 1.6)
+    again = memory_for(tiny_llama)
+    assert again.stats == memory.stats and again.stats[A.label]["requests"] == 2
+    assert memory_for(tiny_llama, persist=False).empty  # a benchmark's fresh memory
+
+
+def test_the_runner_teaches_the_memory_and_the_factory_prunes_with_it(tiny_llama):
+    memory = SearchMemory(None, min_requests=1)
+    factory = agent_factory("mcts", tiny_llama.num_layers, seed=0, drafters=["prompt-lookup", "suffix", "stand"],
+                            memory=memory)
+    runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory,
+                          SearchSettings(budget=6, steps_per_trial=2, loss_budget=0.0), memory=memory)
+    prompt = [5, 9, 14, 20, 7, 11, 5, 9, 14, 20, 7, 11, 5, 9, 14]
+    runner.generate(prompt, max_new_tokens=24)
+    assert memory.stats, "the request's trials were not remembered"
+    assert {label.split(":")[0] for label in memory.stats} <= {"prompt-lookup", "suffix", "stand"}
+    # a remembered loser is left out of the next request's space (red when the factory ignores the memory)
+    memory.stats = {"stand": {"requests": 5, "mean": 0.2}, "suffix": {"requests": 5, "mean": 1.5}}
+    memory.last_paid = True
+    runner.generate(prompt, max_new_tokens=24)
+    assert {o.label for o in runner.agent.space.options} == {"prompt-lookup", "suffix"}
