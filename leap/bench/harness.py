@@ -18,6 +18,7 @@ Who calls what: ``leap bench`` (:mod:`leap.cli`) builds a :class:`Bench` and cal
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import time
@@ -31,7 +32,7 @@ import torch
 
 from leap.bench.methods import BenchMethod, BenchOptions, MethodResult, make_method
 from leap.core.runtime.provenance import provenance
-from leap.bench.records import MemoryRecords, RecordFile, record_key
+from leap.bench.records import MemoryRecords, RecordFile, record_key, settings_conflict
 from leap.core.runtime.device import wall_clock
 from leap.core.errors import SettingsError
 from leap.core.modeling.model import LeapModel
@@ -135,7 +136,12 @@ class Bench:
     def run(self) -> RecordFile:
         from tqdm import tqdm
 
-        self.file.append(self.meta_record(len(self.rows)))
+        meta = self.meta_record(len(self.rows))
+        conflict = settings_conflict([*self.file.records, json.loads(json.dumps(meta, default=str))])
+        if conflict:  # --resume must continue the same experiment: a table would pool two (issue 36)
+            raise SettingsError(f"--resume with other settings than the records' ({conflict}, records first): "
+                                "resume with the records' settings, or choose another --out folder")
+        self.file.append(meta)
         self._warm_up()
         done = self.file.done()
         with tqdm(total=self.generations(self.rows), desc="leap bench", disable=not self.progress,

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from leap.bench.harness import Bench, BenchSettings, generations
-from leap.bench.records import MemoryRecords, RecordFile, record_key
+from leap.bench.records import MemoryRecords, RecordFile, record_key, settings_conflict
 from leap.core.errors import LeapError, SettingsError
 
 __all__ = ["BenchWorker", "run_bench_on_ray"]
@@ -145,6 +145,12 @@ def run_bench_on_ray(load: dict[str, Any], rows: Sequence[dict], settings: Bench
             ray.kill(worker, no_restart=True)
         raise LeapError(f"leap bench --ray: a worker could not start (every node needs leap, the model "
                         f"{load.get('model')!r} at that path and the --import modules): {err}") from None
+    conflict = settings_conflict([*file.records, meta])
+    if conflict:
+        for worker in idle:
+            ray.kill(worker, no_restart=True)
+        raise SettingsError(f"--resume with other settings than the records' ({conflict}, records first): resume "
+                            "with the records' settings, or choose another --out folder")
     file.append({**meta, "ray": {"address": address or "local", "workers": len(idle), "per_worker": per}})
     done = file.done()
     queue = collections.deque(rows)

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RecordFile", "MemoryRecords", "read_records", "record_key", "RECORDS_FILE"]
+__all__ = ["settings_conflict", "RESULT_SETTINGS", "RecordFile", "MemoryRecords", "read_records", "record_key", "RECORDS_FILE"]
 
 RECORDS_FILE = "records.jsonl"
 
@@ -117,3 +117,24 @@ def _cut_torn_tail(path: Path) -> None:
         f.truncate(keep)
         f.flush()
         os.fsync(f.fileno())
+
+
+#: the settings a record's result depends on: records that differ in any of them are not one experiment
+RESULT_SETTINGS = ("max_new_tokens", "temperatures", "chat", "seed", "runs", "options", "method_args")
+
+
+def settings_conflict(metas: Iterable[dict[str, Any]]) -> str | None:
+    """The first result setting (or the model) on which these meta records differ, as ``"field: a vs b"``;
+    None when they agree. Methods may differ: a run resumed with one more method is still one experiment."""
+    metas = [m for m in metas if m.get("kind") == "meta"]
+    if not metas:
+        return None
+    first = metas[0]
+    for meta in metas[1:]:
+        if meta.get("model") != first.get("model"):
+            return f"model: {first.get('model')} vs {meta.get('model')}"
+        for key in RESULT_SETTINGS:
+            a, b = first.get("settings", {}).get(key), meta.get("settings", {}).get(key)
+            if a != b:
+                return f"{key}: {json.dumps(a)} vs {json.dumps(b)}"
+    return None

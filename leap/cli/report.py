@@ -12,19 +12,23 @@ def add_parser(sub) -> None:
     rp.add_argument("folder", help="the --out folder of leap bench (or its records.jsonl)")
     rp.add_argument("--format", choices=["md", "csv"], default="md")
     rp.add_argument("--plot", action="store_true", help="also write speedup_T*.png and early_speedup.png to the folder")
-    rp.add_argument("--mixed", action="store_true", help="pool records written by different commits (refused otherwise)")
+    rp.add_argument("--mixed", action="store_true", help="pool records written by different commits or settings (refused otherwise)")
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from leap.bench.records import read_records
+    from leap.bench.records import read_records, settings_conflict
     from leap.bench.report import plot_early_speedup, plot_speedup, summarise, table1_markdown, table2_markdown, to_csv
 
     from leap.core.runtime.provenance import check_single_commit
 
     records = read_records(args.folder)
     commits = check_single_commit(records, mixed=args.mixed)
+    conflict = settings_conflict(records)
+    if conflict and not args.mixed:
+        raise SystemExit(f"leap: these records were run with different settings ({conflict}); a table pools one "
+                         "experiment - rerun into a fresh folder, or pass --mixed to pool them anyway")
     rows = summarise(records)
     if not rows:
         raise SystemExit(f"leap: {args.folder} holds no finished generations")

@@ -57,6 +57,27 @@ def test_resume_skips_finished_work_and_refuses_to_overwrite(tiny_llama, tmp_pat
     assert len(answers(tmp_path)) == 6
 
 
+def test_resume_refuses_other_settings_and_report_refuses_to_pool_them(tiny_llama, tmp_path, capsys):
+    """Issue 36: a 16-token run resumed with 8 tokens was pooled into '0/1 lossless, 0.07x'."""
+    from dataclasses import replace
+
+    from leap.cli import main
+
+    Bench(tiny_llama, ROWS[:1], settings(), tmp_path, progress=False).run()
+    shorter = replace(settings(), max_new_tokens=settings().max_new_tokens // 2)
+    with pytest.raises(SettingsError, match="max_new_tokens"):
+        Bench(tiny_llama, ROWS, shorter, tmp_path, resume=True, progress=False).run()
+    assert len(answers(tmp_path)) == 4  # nothing written by the refused resume
+    # records of two settings written into one folder anyway (by hand): the report refuses to pool them
+    other = tmp_path / "other"
+    Bench(tiny_llama, ROWS[1:], shorter, other, progress=False).run()
+    with (tmp_path / "records.jsonl").open("a") as f:
+        f.write((other / "records.jsonl").read_text())
+    with pytest.raises(SystemExit, match="max_new_tokens"):
+        main(["report", str(tmp_path)])
+    assert main(["report", str(tmp_path), "--mixed"]) == 0
+
+
 class Flaky(BenchMethod):
     name = "flaky"
 
