@@ -47,6 +47,9 @@ def test_generate_plain_and_policy_args(model_dir, capsys):
         (["--max-new-tokens", "1000"], "shorten the prompt"),
         (["--chat"], "no chat template"),
         (["--drafter", "stand", "--tree-verify", "nope"], "unknown tree verification rule 'nope'"),
+        # issue 36: settings checked against the declared signature before the model loads, in one line
+        (["--drafter", "lowbit", "--drafter-arg", "num_tokens=six"], "drafter 'lowbit': num_tokens must be an integer"),
+        (["--drafter", "lowbit", "--drafter-arg", "num_token=6"], "drafter 'lowbit' has no setting 'num_token'"),
     ],
 )
 def test_bad_inputs_exit_2_with_a_message(model_dir, capsys, extra, message):
@@ -150,3 +153,23 @@ def test_sweep_runs_every_agent_metric_and_seed_through_the_harness(model_dir, t
     assert main(["sweep", "--model", model_dir, "--agents", "random", "--group-metrics", "no-such-metric",
                  "--out", str(tmp_path / "x")]) == 2
     assert "no-such-metric" in capsys.readouterr().err
+
+
+def test_bad_files_are_one_line_errors_naming_the_fix(model_dir, tmp_path, capsys, tiny_llama):
+    """Issue 36: a non-UTF-8 --prompts file, --out naming a file, a truncated head file: named errors, no traceback."""
+    from leap.core.errors import SettingsError
+    from leap.heads.head import load_head
+
+    latin = tmp_path / "prompts.jsonl"
+    latin.write_bytes('{"question_id": 1, "category": "x", "turns": ["caf\xe9"]}\n'.encode("latin-1"))
+    assert main(["bench", "--model", model_dir, "--prompts", str(latin), "--methods", "ar", "--out",
+                 str(tmp_path / "o")]) == 2
+    assert "not UTF-8" in capsys.readouterr().err
+    taken = tmp_path / "a-file"
+    taken.write_text("x")
+    assert main(["bench", "--model", model_dir, "--methods", "ar", "--num-prompts", "1", "--out", str(taken)]) == 2
+    assert "is a file" in capsys.readouterr().err
+    head = tmp_path / "head.safetensors"
+    head.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":")  # torn: the header says 16 bytes, 5 follow
+    with pytest.raises(SettingsError, match="truncated or not safetensors"):
+        load_head(tiny_llama, head)

@@ -82,6 +82,10 @@ class RecordFile(MemoryRecords):
 
     def __init__(self, folder: str | Path, *, resume: bool) -> None:
         self.folder = Path(folder)
+        if self.folder.exists() and not self.folder.is_dir():
+            from leap.core.errors import SettingsError
+
+            raise SettingsError(f"--out {self.folder} is a file; give a folder for the results (records.jsonl)")
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / RECORDS_FILE
         if self.path.exists() and not resume and self.path.stat().st_size:

@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     import_modules(args.imports)
     from leap.core import SelfSpecDecoder
 
+    _check_settings(args)  # bad --drafter-arg / --agent-arg / --policy-arg: one line, before the model loads
     model = load_for(args)
     config = config_from_args(args, model.num_layers)
     method = args.method or ("self-spec" if config is not None or args.drafter else "leap")
@@ -178,3 +179,21 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _check_settings(args: argparse.Namespace) -> None:
+    """The command line's settings against the declared signatures of the drafter, agent and policy they go to
+    (:func:`leap.core.registry.check_arguments`)."""
+    from leap.core.drafters import drafters
+    from leap.core.policies import draft_policies
+    from leap.core.registry import check_arguments
+    from leap.search import search_agents
+
+    if args.drafter:
+        check_arguments(drafters.get(args.drafter), kv_args(args.drafter_arg), f"drafter {args.drafter!r}")
+    agent = "mcts" if (args.method or "leap") == "leap" else args.method
+    if args.agent_arg and agent in search_agents:
+        check_arguments(search_agents.get(agent), kv_args(args.agent_arg), f"search agent {agent!r}")
+    if args.policy_arg and args.draft_policy in draft_policies:
+        check_arguments(draft_policies.get(args.draft_policy), kv_args(args.policy_arg),
+                        f"draft policy {args.draft_policy!r}")

@@ -17,9 +17,9 @@ import importlib
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-from leap.core.errors import UnknownNameError
+from leap.core.errors import LeapError, SettingsError, UnknownNameError
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "check_arguments"]
 
 T = TypeVar("T")
 
@@ -77,9 +77,19 @@ class Registry(Generic[T]):
             raise UnknownNameError(f"unknown {self.kind} {name!r}; registered: {known}") from None
 
     def create(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
-        """Call the factory registered as ``name`` with the given arguments."""
+        """Call the factory registered as ``name`` with the given arguments, checked first against its
+        signature (:func:`check_arguments`: an unknown setting, or text where a number or flag is declared, is a
+        one-line :class:`SettingsError` naming the entry); the factory's own TypeError/ValueError (not leap's errors,
+        which say what to do already) is re-raised as a :class:`SettingsError` with the entry's name."""
         factory = self.get(name)
-        return factory(*args, **kwargs)  # type: ignore[operator]
+        what = f"{self.kind} {name!r}"
+        check_arguments(factory, kwargs, what)
+        try:
+            return factory(*args, **kwargs)  # type: ignore[operator]
+        except LeapError:
+            raise  # leap's own errors already say what to do
+        except (TypeError, ValueError) as err:
+            raise SettingsError(f"{what}: {err}") from err
 
     def names(self) -> list[str]:
         """Sorted names of every entry, entry points included."""
@@ -104,3 +114,30 @@ class Registry(Generic[T]):
         for ep in metadata.entry_points(group=self.entry_point_group):
             if ep.name not in self._entries:  # local registrations win
                 self._entries[ep.name] = ep.load()
+
+
+_DECLARED = (bool, int, float)
+
+
+def check_arguments(factory: Any, kwargs: dict[str, Any], what: str) -> None:
+    """Settings checked against ``factory``'s signature before anything is built: names it does not take (unless
+    it takes ``**kwargs``), and text given where the default declares a number or a flag (``num_tokens=six``).
+    Raises :class:`SettingsError` in one line naming ``what``, the setting and what it takes."""
+    import inspect
+
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    named = [n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"]
+    for key, value in kwargs.items():
+        param = params.get(key)
+        if param is None:
+            if not takes_any:
+                raise SettingsError(f"{what} has no setting {key!r}; it takes: {', '.join(named) or 'none'}")
+            continue
+        default = param.default
+        if type(default) in _DECLARED and isinstance(value, str):
+            kind = {bool: "true or false", int: "an integer", float: "a number"}[type(default)]
+            raise SettingsError(f"{what}: {key} must be {kind} (default {default!r}), got {value!r}")

@@ -31,10 +31,17 @@ def load_prompts(path: str | Path | None = None) -> list[dict]:
     if not path.is_file():
         raise LeapError(f"prompt file {path} does not exist; give a JSONL file with question_id, category, turns")
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise LeapError(f"prompt file {path} is not UTF-8 text (byte {err.start}); save it as UTF-8 JSONL") from None
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        row = json.loads(line)
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise LeapError(f"{path}:{n}: not a JSON object ({err.msg}); one prompt per line") from None
         missing = {"question_id", "category", "turns"} - set(row)
         if missing or not row.get("turns"):
             raise LeapError(f"{path}:{n}: each prompt needs question_id, category and non-empty turns")

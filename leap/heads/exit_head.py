@@ -97,9 +97,7 @@ def check_layer(layer: int, num_layers: int) -> None:
 
 def load_exit_head(model: Any, path: str | Path) -> ExitHead:
     """The exit head stored at ``path`` (by :func:`leap.heads.head.save_head`), built for ``model``."""
-    from safetensors.torch import load_file
-
-    from leap.heads.head import head_record
+    from leap.heads.head import head_record, read_state
 
     path = Path(path)
     if not path.is_file():
@@ -112,7 +110,7 @@ def load_exit_head(model: Any, path: str | Path) -> ExitHead:
             or int(record.get("layer", 0)) >= model.num_layers:
         raise SettingsError(f"the exit head at {path} was trained for {record.get('model', 'another model')}, not "
                             f"{model.name}; train one with `leap train-head --model {model.name} --layer K`")
-    state = load_file(str(path))
+    state = read_state(path)
     head = ExitHead.from_model(model, layer=int(record["layer"]), rank=int(record["rank"]),
                                vocab_ids=state["vocab_ids"])
     head.load_state_dict({k: v.to(model.dtype) if v.is_floating_point() else v for k, v in state.items()})

@@ -134,20 +134,37 @@ def head_record(path: str | Path) -> dict[str, Any]:
     """The JSON record stored with a head (model, data, training command, commit)."""
     from safetensors import safe_open
 
-    with safe_open(str(path), framework="pt") as f:
-        return json.loads((f.metadata() or {}).get("leap_head", "{}"))
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return json.loads((f.metadata() or {}).get("leap_head", "{}"))
+    except Exception as err:  # noqa: BLE001 - safetensors' own error type, OSError, a torn JSON record
+        raise _unreadable(path, err) from err
+
+
+def read_state(path: str | Path) -> dict[str, torch.Tensor]:
+    """A head file's tensors (on the host); a clear error when the file is truncated or not safetensors."""
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path))
+    except Exception as err:  # noqa: BLE001
+        raise _unreadable(path, err) from err
+
+
+def _unreadable(path, err) -> SettingsError:
+    return SettingsError(f"{path} is not a readable head file (truncated or not safetensors: "
+                         f"{str(err).splitlines()[0] if str(err) else type(err).__name__}); train it again with "
+                         "`leap train-head` or pass another head=PATH")
 
 
 def load_head(model: Any, path: str | Path) -> FeatureHead:
     """The head stored at ``path``, built for ``model``; a clear error if it was trained for another model."""
-    from safetensors.torch import load_file
-
     path = Path(path)
     if not path.is_file():
         raise SettingsError(f"no draft head at {path}; train one with `leap train-head --model ...` "
                             "or pass head=PATH")
     record = head_record(path)
-    state = load_file(str(path))  # on the host; load_state_dict copies onto the model's device
+    state = read_state(path)  # on the host; load_state_dict copies onto the model's device
     shape = (record.get("hidden_size"), record.get("vocab_size"))
     if shape != (model.config.hidden_size, model.vocab_size):
         raise SettingsError(f"the head at {path} was trained for {record.get('model', 'another model')} "

@@ -50,3 +50,21 @@ def test_entry_points_are_read_lazily_and_local_wins(monkeypatch):
     assert reg.get("plugin") is dict
     assert reg.get("local") is tuple
     assert calls == ["leap.test_group"]
+
+
+def test_a_constructors_error_names_the_entry_and_declared_types_are_checked_first():
+    """Issue 36: `--agent-arg t0=hot` surfaced as a bare TypeError from inside the agent."""
+    import numpy as np
+
+    from leap.core.drafters import drafters
+    from leap.core.errors import SettingsError
+    from leap.redundancy import build_search_space
+    from leap.search import search_agents
+
+    space = build_search_space(np.ones(6), np.zeros(6))
+    with pytest.raises(SettingsError, match="search agent 'mcts': .*nope"):
+        search_agents.create("mcts", space, nope=1)
+    with pytest.raises(SettingsError, match="drafter 'suffix': num_tokens must be an integer"):
+        drafters.create("suffix", num_tokens="six")
+    with pytest.raises(SettingsError, match="drafter 'suffix' has no setting 'num_token'; it takes: "):
+        drafters.create("suffix", num_token=6)
