@@ -16,7 +16,22 @@ from tests.tiny import save_tiny_model
 DOC = Path(__file__).resolve().parents[1] / "docs" / "agents.md"
 
 
-def test_agents_md_python_examples_run(tmp_path, monkeypatch):
+def _contracts_on_the_docs_plugins(tiny_llama):
+    """The contract tests every registered plug-in passes, run on the docs' own examples (issue 36: the docs'
+    agent failed the state_dict round trip, its metric made 30 host reads where one is allowed)."""
+    from tests.core.runtime import test_host_reads as reads
+    from tests.search import test_agent_contract as agent
+
+    for check in (agent.test_proposals_are_inside_the_space_and_obey_zones, agent.test_same_seed_same_proposals,
+                  agent.test_tell_never_changes_history, agent.test_state_dict_round_trips,
+                  agent.test_different_seeds_give_different_searches_unless_declared_deterministic,
+                  agent.test_reseed_restarts_the_sequence):
+        check(name="greedy-skip")
+    reads.test_every_metric_reads_its_result_once(tiny_llama, "update-norm")
+    reads.test_every_drafter_keeps_its_declared_host_reads(tiny_llama, "repeat-last", {}, 0.0, "match")
+
+
+def test_agents_md_python_examples_run(tmp_path, monkeypatch, tiny_llama):
     folder = save_tiny_model(tmp_path / "tiny", eos_token_id=None)
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
     assert len(blocks) == 7
@@ -27,6 +42,7 @@ def test_agents_md_python_examples_run(tmp_path, monkeypatch):
             code = code.replace('"Name three colours."', '[5, 6, 7, 8, 9]')
             exec(compile(code, str(DOC), "exec"), namespace)
         _check_metric_and_drafter(folder)
+        _contracts_on_the_docs_plugins(tiny_llama)
     finally:  # leave the registries as we found them
         search_agents.remove("greedy-skip")
         redundancy_metrics.remove("update-norm")
