@@ -51,7 +51,7 @@ from leap.core.runtime.device import wall_clock
 from leap.core.modeling.model import LeapModel
 from leap.core.runtime.costs import DENSE_K, MAX_K, Calibration
 
-__all__ = ["Calibration", "calibrate", "calibration_for", "calibration_key", "keeps_paying", "verify_grid", "MAX_K"]
+__all__ = ["Calibration", "calibrate", "calibration_for", "self_check", "calibration_key", "keeps_paying", "verify_grid", "MAX_K"]
 
 #: bumped when what :func:`calibrate` measures changes, so cached calibrations of an older kind are measured again
 CALIBRATION_SCHEMA = 2
@@ -243,6 +243,42 @@ def _cache_file(key: dict[str, Any]) -> Path:
     return root / f"{key['model'].replace('/', '_')}-{key['device'].replace(':', '')}-{key['dtype']}-{digest}.json"
 
 
+#: below this a plain step is interpreter overhead, not the model: the self-check does not apply (a real model's
+#: step on any CPU or GPU leap targets is well above it)
+MIN_CHECKED_STEP_S = 0.01
+
+
+def self_check(model: LeapModel, costs: Calibration, *, repeats: int = 5, tolerance: float = 0.5) -> list[str]:
+    """What says a calibration was measured on a busy machine: a zero per-layer cost (a draft layer would look
+    free), or a plain step timed again now that differs from the calibrated one by more than ``tolerance``
+    (a repeated point). Empty when it looks sound. Not applied to steps under ``MIN_CHECKED_STEP_S`` (tiny test
+    models: their steps are Python overhead, where a layer's share is legitimately ~0 and timing noise is
+    relative to microseconds)."""
+    from leap.core.modeling.layers import LayerStack
+
+    if costs.step_s < MIN_CHECKED_STEP_S:
+        return []
+    problems = []
+    if costs.layer_cost <= 0:
+        problems.append("a layer pass measured as costing nothing")
+    stack = LayerStack(model)
+    ids = [1 + i % (model.vocab_size - 1) for i in range(min(costs.context, model.max_context - 2) + 1)]
+    with torch.inference_mode():
+        cache = stack.new_cache(len(ids) + 1)
+        stack.run_layers(stack.embed(ids[:-1]), stack.full_plan, cache, 0)
+
+        def step() -> None:
+            stack.logits(stack.run_layers(stack.embed(ids[-1:]), stack.full_plan, cache, len(ids) - 1))
+            stack.rollback(cache, len(ids) - 1)
+
+        step()
+        again = _median_time(step, repeats, model.device)
+    if costs.step_s > 0 and abs(again - costs.step_s) > tolerance * costs.step_s:
+        problems.append(f"a plain step timed again took {again * 1000:.1f} ms against the calibrated "
+                        f"{costs.step_s * 1000:.1f} ms")
+    return problems
+
+
 def calibration_for(model: LeapModel, *, refresh: bool = False, cache: bool = True, **kwargs: Any) -> Calibration:
     """The cached calibration of ``model`` on this machine, measured (and cached) on first use.
 
@@ -262,7 +298,14 @@ def calibration_for(model: LeapModel, *, refresh: bool = False, cache: bool = Tr
         print(f"leap: measuring this machine's costs for {key.get('model', 'the model')} on {key.get('device', '?')} "
               f"(first use; about a minute; cached at {path}; `leap calibrate --refresh` measures again)",
               file=sys.stderr, flush=True)
+    kwargs.setdefault("progress", lambda part: print(f"leap: calibration: {part} measured", file=sys.stderr,
+                                                     flush=True))
     result = calibrate(model, **kwargs)
+    problems = self_check(model, result)
+    if problems:  # measured under load: used for this process, never kept for good
+        print("leap: calibration looks measured on a busy machine (" + "; ".join(problems) + "); using it now but "
+              "not caching it - run `leap calibrate --refresh` on a quiet machine", file=sys.stderr, flush=True)
+        return result
     if cache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -195,3 +195,24 @@ def test_a_fresh_machine_calibrates_before_the_request_never_inside_a_step(tiny_
     while not session.done:
         session.step()
         assert runs == [1], "a step calibrated"
+
+
+def test_a_calibration_measured_under_load_is_flagged_and_not_cached(tiny_llama, tmp_path, monkeypatch, capsys):
+    """Issue 36: a plain step of 0.74 s against ~42 ms, measured under load, was cached for good. The self-check
+    times a plain step again; a calibration that disagrees (planted: its step made 10x too long) is used but not
+    cached, with the fix on stderr; a sound one is cached."""
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    real = calibrate_module.calibrate
+
+    def busy(model, **kw):
+        costs = real(model, context=16, repeats=1, long_context=0)
+        return Calibration.from_dict({**costs.to_dict(), "step_s": max(costs.step_s * 10, 0.05)})
+
+    monkeypatch.setattr(calibrate_module, "calibrate", busy)
+    calibration_for(tiny_llama)
+    err = capsys.readouterr().err
+    assert "busy machine" in err and "a plain step timed again" in err and "leap calibrate --refresh" in err
+    assert not list((tmp_path / "calibration").glob("*.json"))
+    zero = Calibration.from_dict({**real(tiny_llama, context=16, repeats=1, long_context=0).to_dict(), "layer_cost": 0.0,
+                                  "step_s": 1.0})
+    assert any("costing nothing" in p for p in calibrate_module.self_check(tiny_llama, zero))
