@@ -20,6 +20,7 @@ May import: :mod:`leap.core`, :mod:`leap.redundancy`, :mod:`leap.search` and :mo
 from __future__ import annotations
 
 import os
+import warnings
 
 import gymnasium as gym
 
@@ -30,7 +31,10 @@ ENV_IDS = ("LeapLayerSearch-v0", "LeapLayerSearchCost-v0", "LeapDrafterSearch-v0
 
 
 def register_envs() -> None:
-    """Register leap's environment ids (idempotent)."""
+    """Register leap's environment ids (idempotent). Gymnasium reads ``-v1`` as a newer version of ``-v0`` and
+    tells every ``gym.make("LeapLayerSearch-v0")`` to "upgrade to v1" - but leap's ``-v1`` ids are the earlier
+    names of the drafter environments, another environment, not a newer one: that one message is silenced."""
+    warnings.filterwarnings("ignore", message=r".*The environment LeapLayerSearch(Cost)?-v0 is out of date")
     if "LeapLayerSearch-v0" not in gym.registry:
         gym.register(id="LeapLayerSearch-v0", entry_point="leap.envs.layer_search:LeapLayerSearchEnv",
                      nondeterministic=True, kwargs={"reward": "measured"})

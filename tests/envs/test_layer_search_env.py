@@ -27,6 +27,19 @@ def test_cost_env_passes_check_env(tiny_llama):
     env.close()
 
 
+def test_making_v0_does_not_tell_users_to_upgrade_to_a_different_environment(tiny_llama):
+    """Issue 36: gymnasium read the drafter environment's alias LeapLayerSearch-v1 as v0's newer version."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import leap.envs
+
+        leap.envs.register_envs()
+        gym.make("LeapLayerSearchCost-v0", model=tiny_llama, prompts=PROMPTS, max_new_tokens=4, step_budget=2)
+    assert not [w for w in caught if "out of date" in str(w.message)], [str(w.message) for w in caught]
+
+
 def test_measured_env_steps(tiny_qwen2):
     env = LeapLayerSearchEnv(model=tiny_qwen2, prompts=PROMPTS, max_new_tokens=10, reward="measured", step_budget=3)
     obs, info = env.reset(seed=0)
