@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -104,4 +105,20 @@ def run(args: argparse.Namespace) -> int:
     save_head(head, out, record)
     print(f"[train-head] wrote {out} (sha256 {file_sha256(out)[:16]}), {t_all / 60:.1f} min in all")
     print(json.dumps({k: record[k] for k in ("heldout_top1_untrained", "history")}))
+    warning = head_warning(record)
+    if warning:
+        print(f"[train-head] WARNING: {warning}", file=sys.stderr)
     return 0
+
+
+def head_warning(record: dict) -> str | None:
+    """What a user must hear about a head that learnt nothing (issue 36: held-out top-1 0.000, written silently)."""
+    history = record.get("history") or []
+    final = history[-1]["heldout_top1"] if history else None
+    if final is None:
+        return "no held-out accuracy was measured (no held-out data?): the head is untested"
+    before = record.get("heldout_top1_untrained") or 0.0
+    if final <= 0.0 or final <= before:
+        return (f"held-out top-1 {final:.3f} (untrained {before:.3f}): this head learnt nothing a draft can use; "
+                "train on more prompts (--prompts), for more --epochs, or check the data")
+    return None

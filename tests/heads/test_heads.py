@@ -176,3 +176,13 @@ def test_train_head_out_takes_a_file_or_a_folder(tmp_path):
     assert (tmp_path / "new").is_dir()  # made before the work starts
     assert head_path(str(tmp_path / "h.safetensors"), tmp_path / "cache") == tmp_path / "h.safetensors"
     assert head_path(None, tmp_path / "cache") == tmp_path / "cache" / "head.safetensors"
+
+
+def test_a_head_that_learnt_nothing_is_warned_about():
+    """Issue 36: `leap train-head` wrote a head with held-out top-1 0.000 without a word."""
+    from leap.cli.train_head import head_warning
+
+    assert "learnt nothing" in head_warning({"heldout_top1_untrained": 0.0, "history": [{"heldout_top1": 0.0}]})
+    assert "learnt nothing" in head_warning({"heldout_top1_untrained": 0.2, "history": [{"heldout_top1": 0.1}]})
+    assert "untested" in head_warning({"history": []})
+    assert head_warning({"heldout_top1_untrained": 0.05, "history": [{"heldout_top1": 0.45}]}) is None
