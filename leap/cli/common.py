@@ -57,9 +57,11 @@ def import_modules(modules: Sequence[str]) -> None:
     """Import plug-in modules named by ``--import`` (the working directory is on the path)."""
     import importlib
 
+    from leap.core.runtime.provenance import record_plugin
+
     for module in modules:
         sys.path.insert(0, ".")
-        importlib.import_module(module)
+        record_plugin(importlib.import_module(module))  # records name the plug-ins that made them
 
 
 def load_for(args: argparse.Namespace):

@@ -54,6 +54,28 @@ def processor_name(device: Any = None) -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+#: plug-in modules imported by ``--import`` in this process: ``{"module", "file", "sha256"}`` each
+#: (:func:`record_plugin`), so a record names the code of the agent/metric/drafter that made it
+PLUGINS: list[dict[str, str]] = []
+
+
+def record_plugin(module: Any) -> None:
+    """Remember an imported plug-in module (its name, file and the sha256 of its source) for provenance."""
+    import hashlib
+
+    path = getattr(module, "__file__", None)
+    digest = ""
+    if path:
+        try:
+            with open(path, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()[:16]
+        except OSError:
+            pass
+    entry = {"module": module.__name__, "file": str(path or ""), "sha256": digest}
+    if entry not in PLUGINS:
+        PLUGINS.append(entry)
+
+
 def provenance(model: Any = None) -> dict[str, Any]:
     """The commit, versions, device, dtype, threads and UTC date of a run on ``model``."""
     from importlib.metadata import PackageNotFoundError, version
@@ -67,6 +89,8 @@ def provenance(model: Any = None) -> dict[str, Any]:
     info = {"commit": git_commit(), "leap": ver("leap"), "torch": torch.__version__,
             "transformers": ver("transformers"), "threads": torch.get_num_threads(),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if PLUGINS:
+        info["plugins"] = list(PLUGINS)  # the --import modules that registered what the run used, and their source
     if model is not None:
         info["device"] = str(model.device)
         info["dtype"] = str(model.dtype).replace("torch.", "")
