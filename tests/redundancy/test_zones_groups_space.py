@@ -152,3 +152,18 @@ def test_units_must_cover_layers_in_order():
 
     with pytest.raises(ConfigError, match="cover layers"):
         SearchSpace([DecisionUnit((1,), Zone.MIDDLE, ZONE_ACTIONS[Zone.MIDDLE])])
+
+
+def test_the_r_role_moves_middle_group_cuts_as_the_docs_say():
+    """Issue 36: the docs gave the group cuts to --group-metric alone; LEAP's spike rule also cuts a middle-zone
+    group where R jumps by 30% - the same Delta L with one R jump gives other groups."""
+    from leap.redundancy.groups import leap_groups
+    from leap.redundancy.zones import Zone
+
+    zones = [Zone.EARLY] * 2 + [Zone.MIDDLE] * 8 + [Zone.FINAL] * 2
+    delta_l = np.full(12, 0.01)
+    flat = np.full(12, 0.5)
+    jump = flat.copy()
+    jump[5] = 0.9  # a 30%+ jump at layer 5
+    assert leap_groups(zones, flat, delta_l) != leap_groups(zones, jump, delta_l)
+    assert any(g[0] == 5 for g in leap_groups(zones, jump, delta_l))
