@@ -34,7 +34,7 @@ def _contracts_on_the_docs_plugins(tiny_llama):
 def test_agents_md_python_examples_run(tmp_path, monkeypatch, tiny_llama):
     folder = save_tiny_model(tmp_path / "tiny", eos_token_id=None)
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-    assert len(blocks) == 7
+    assert len(blocks) == 8
     namespace: dict = {}
     try:
         for code in blocks:
@@ -52,6 +52,10 @@ def test_agents_md_python_examples_run(tmp_path, monkeypatch, tiny_llama):
     # the Gymnasium loop: its return is the cost-model reward of the real steps the episode took
     from leap.search.reward import CostModelSpeedup
 
+    # the agent-driven loop: every step the agent proposed is a step the environment took, in its space
+    agent_env, history = namespace["agent_env"].unwrapped, namespace["history"]
+    assert 1 <= len(history) == len(agent_env.session.steps) <= 8
+    assert all(t.config is None or agent_env.space.from_config(t.config) is not None for t in history)
     env = namespace["env"].unwrapped
     steps = env.session.steps
     assert 1 <= len(steps) <= 8
