@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from leap.core.config import LayerConfig
 from leap.search import SearchHistory, make_agent, search_agents
+from leap.bench.contracts import run_agent
 from tests.search.spaces import reward_of, search_spaces
 
 AGENTS = search_agents.names()
@@ -23,15 +24,7 @@ def _examples(name: str, default: int) -> int:
 
 
 def _run(agent, n, history=None):
-    history = history or SearchHistory()
-    proposals = []
-    for _ in range(n):
-        config = agent.ask(history)
-        proposals.append(config)
-        r = reward_of(config)
-        history.record(config, r)
-        agent.record(config, r, history)
-    return proposals, history
+    return run_agent(agent, n, history, reward=reward_of)
 
 
 @pytest.mark.parametrize("name", AGENTS)
