@@ -61,6 +61,9 @@ def add_parser(sub) -> None:
                         "first); report the median speedup, its spread and token identity")
     g.add_argument("--repeats", type=int, default=3, help="timed rounds of --compare (default 3)")
     g.add_argument("--json", action="store_true", help="print the outcome record as one JSON object")
+    g.add_argument("--profile", action="store_true",
+                   help="where the time went: prefill, draft (per token), verification (per step), the drafter "
+                        "joining, model vs leap's code; in plain steps with --compare (also under 'profile' in --json)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,6 +153,13 @@ def run(args: argparse.Namespace) -> int:
         record["call_time_s"] = wall_clock(model.device) - start  # the whole call: search included
     record["model"] = model.name
     record["method"] = method
+    if args.profile:
+        from leap.core.decoding.profile import format_profile, time_profile
+
+        plain_step = None
+        if args.compare and result.last_plain.new_tokens:
+            plain_step = result.plain_seconds[-1] / result.last_plain.new_tokens
+        record["profile"] = time_profile(outcome, plain_step, call_s=record["call_time_s"])
     if args.json:
         print(json.dumps(record))
         return 0
@@ -163,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     print(f"method: {method}; config: {outcome.config or 'plain decoding'}; policy: {outcome.policy}", file=sys.stderr)
+    if args.profile:
+        print(format_profile(record["profile"]), file=sys.stderr)
     if "search_iterations" in record:
         print(f"search: {record['search_iterations']} iterations, converged: {record['converged']}, "
               f"overhead {record['search_overhead_s']:.3f} s; fixed: {record['fixed_config'] or 'plain decoding'}",
