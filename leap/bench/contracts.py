@@ -56,16 +56,13 @@ def run_agent(agent, n: int, history=None, reward=_reward):
     return proposals, history
 
 
-_run = run_agent
-
-
 def check_agent(name: str, trials: int = 10) -> list[str]:
     """The search-agent contract for the registered agent ``name``; one line per failure."""
     from leap.search import make_agent, search_agents
 
     space, cls, out = _space(), search_agents.get(name), []
     try:
-        proposals, history = _run(make_agent(name, space, seed=0), trials)
+        proposals, history = run_agent(make_agent(name, space, seed=0), trials)
     except Exception as err:  # noqa: BLE001 - every way it fails is the finding
         return [f"agent {name}: ask/record failed on a 16-layer space: {type(err).__name__}: {err}"]
     for config in proposals:
@@ -73,14 +70,14 @@ def check_agent(name: str, trials: int = 10) -> list[str]:
             out.append(f"agent {name}: ask() proposed {config}, outside the space: build proposals with "
                        "self.space.to_config(choice) from a valid choice (self.space.is_valid)")
             break
-    if _run(make_agent(name, space, seed=0), trials)[0] != proposals:
+    if run_agent(make_agent(name, space, seed=0), trials)[0] != proposals:
         out.append(f"agent {name}: the same seed gave another search: draw every random choice from self.rng")
-    seeds = {tuple(map(str, _run(make_agent(name, space, seed=s), trials)[0])) for s in range(4)}
+    seeds = {tuple(map(str, run_agent(make_agent(name, space, seed=s), trials)[0])) for s in range(4)}
     if (len(seeds) > 1) != cls.seeded:
         out.append(f"agent {name}: 4 seeds gave {len(seeds)} distinct searches but the class declares seeded = "
                    f"{cls.seeded}: use self.rng, or declare seeded = False for a deterministic rule")
     agent = make_agent(name, space, seed=0)
-    _, history = _run(agent, trials // 2)
+    _, history = run_agent(agent, trials // 2)
     clone = make_agent(name, space, seed=1)
     clone.load_state_dict(copy.deepcopy(agent.state_dict()))
     if [clone.ask(history) for _ in range(3)] != [agent.ask(history) for _ in range(3)]:
