@@ -31,7 +31,8 @@ Model-free drafts first: ``hybrid`` puts this drafter behind a model-free one
 
 Who calls what: the decoding session calls :meth:`use_model` and :meth:`use_sampling` when the drafter
 joins it, then ``propose`` / ``propose_sampled`` every step. ``--drafter lowbit --drafter-arg
-backend=torch-int8`` picks a runner; ``gguf=PATH`` names a GGUF file for a model loaded otherwise;
+backend=torch-int8`` picks a runner; ``gguf=PATH`` names a GGUF file for a model loaded otherwise; ``quant=q8_0``
+(or another of :data:`~leap.core.modeling.low_bit.QUANTS`) re-encodes that GGUF with llama.cpp's quantiser first;
 ``LowBit(runner=...)`` drafts with any :class:`~leap.core.modeling.low_bit.LowBitRunner` of your own.
 """
 
@@ -44,7 +45,7 @@ import torch
 
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
-from leap.core.modeling.low_bit import LowBitRunner, make_runner
+from leap.core.modeling.low_bit import QUANTS, LowBitRunner, make_runner
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.trees.stochastic_tree import delayed_shape, fill_shape, gumbel_top_k, most_likely, sibling_shape
 from leap.core.verify.sampling import SamplingSettings, target_probs
@@ -71,7 +72,8 @@ class LowBit(Drafter):
     def __init__(self, num_tokens: int = 6, min_confidence: float = 0.0, backend: str = "auto",
                  gguf: str | None = None, threads: int | None = None, n_ctx: int = 0,
                  top_k: int = 64, runner: LowBitRunner | None = None, shape: str = "chain", width: int = 2,
-                 trunk: int = 4, branches: int = 2, branch_len: int = 2, window: int = 0) -> None:
+                 trunk: int = 4, branches: int = 2, branch_len: int = 2, window: int = 0,
+                 quant: str = "native") -> None:
         if num_tokens < 1:
             raise SettingsError(f"lowbit: num_tokens must be >= 1, got {num_tokens}")
         if shape not in SHAPES:
@@ -91,7 +93,9 @@ class LowBit(Drafter):
         self.num_tokens = int(num_tokens)
         self.min_confidence = float(min_confidence)
         self.top_k = max(int(top_k), 1)
-        self.runner_args = dict(backend=backend, gguf=gguf, threads=threads, n_ctx=n_ctx)
+        if quant not in QUANTS:
+            raise SettingsError(f"lowbit: unknown quant {quant!r}; choose one of {', '.join(QUANTS)}")
+        self.runner_args = dict(backend=backend, gguf=gguf, threads=threads, n_ctx=n_ctx, quant=quant)
         self.runner: LowBitRunner | None = runner  # a runner given here is used as is (any model)
         self._model_id: int | None = None
         self._fixed = runner is not None

@@ -113,15 +113,22 @@ def test_lowbit_settings_errors_name_the_fix(tiny_llama):
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed")
-def test_llama_cpp_runner_on_the_shipped_gguf_agrees_and_stays_in_step():
-    """The default model's own Q4_1 GGUF run by llama.cpp: in step with the cache after rollbacks, and
-    greedy-lossless with high acceptance against the float32 model."""
+@pytest.mark.parametrize("quant", ["native", "q8_0"])
+def test_llama_cpp_runner_on_the_shipped_gguf_agrees_and_stays_in_step(quant, tmp_path, monkeypatch):
+    """The default model's own Q4_1 GGUF (as shipped, and re-encoded as Q8_0 by llama.cpp's quantiser) run by
+    llama.cpp: in step with the cache after rollbacks, and greedy-lossless with high acceptance against the
+    float32 model."""
     from leap.core import load_model
-    from leap.core.modeling.low_bit import LlamaCppRunner, gguf_of
+    from leap.core.modeling.low_bit import LlamaCppRunner, gguf_of, requantized
 
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
     model = load_model("smollm2")
-    path = gguf_of(model)
+    path = requantized(gguf_of(model), quant)
     assert path is not None
+    if quant != "native":  # written once into the cache, then reused as is
+        assert path.parent == tmp_path / "gguf" and path.stat().st_size > gguf_of(model).stat().st_size
+        stamp = path.stat().st_mtime_ns
+        assert requantized(gguf_of(model), quant) == path and path.stat().st_mtime_ns == stamp
     runner = LlamaCppRunner(path, n_ctx=512)
     ids = model.encode("Explain what a hash table is.", chat=True)
     a = runner.sync(ids + [100, 200, 300])
@@ -130,7 +137,7 @@ def test_llama_cpp_runner_on_the_shipped_gguf_agrees_and_stays_in_step():
     assert torch.allclose(b, fresh.sync(ids + [100]), atol=1e-3)
     assert not torch.allclose(a, b, atol=1e-3)
     plain = SelfSpecDecoder(model, None).generate(ids, max_new_tokens=48)
-    spec = SelfSpecDecoder(model, None, drafter=LowBit(backend="llama.cpp")).generate(ids, max_new_tokens=48)
+    spec = SelfSpecDecoder(model, None, drafter=LowBit(backend="llama.cpp", quant=quant)).generate(ids, max_new_tokens=48)
     assert spec.token_ids == plain.token_ids
     assert spec.acceptance_rate > 0.6
 
@@ -310,3 +317,17 @@ def test_lowbit_options_that_differ_in_chain_length_share_one_runner_in_a_search
     assert out.generation.token_ids == SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=20).token_ids
     a, b, c = (search.drafters[parse_option(o)] for o in options)
     assert a.runner is b.runner and a.runner is not None and c.runner is not a.runner
+
+
+def test_the_drafts_format_is_checked_and_keys_its_runner(tiny_llama, tmp_path):
+    """quant=native is the file itself (nothing written, llama.cpp not needed); an unknown format names the
+    choices; options that differ in format never share a runner (their weights differ)."""
+    from leap.core.modeling.low_bit import requantized
+
+    assert requantized(tmp_path / "m.gguf", "native") == tmp_path / "m.gguf" and not list(tmp_path.iterdir())
+    with pytest.raises(SettingsError, match="q8_0"):
+        LowBit(quant="q3_xx")
+    with pytest.raises(SettingsError, match="q8_0"):
+        make_runner(tiny_llama, backend="torch-int8", quant="int3")
+    assert LowBit(num_tokens=6).shared_state_key() == LowBit(num_tokens=10).shared_state_key()
+    assert LowBit(quant="q8_0").shared_state_key() != LowBit().shared_state_key()
