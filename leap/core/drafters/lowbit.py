@@ -73,7 +73,7 @@ class LowBit(Drafter):
                  gguf: str | None = None, threads: int | None = None, n_ctx: int = 0,
                  top_k: int = 64, runner: LowBitRunner | None = None, shape: str = "chain", width: int = 2,
                  trunk: int = 4, branches: int = 2, branch_len: int = 2, window: int = 0,
-                 quant: str = "native") -> None:
+                 quant: str = "native", adapt: int = 0) -> None:
         if num_tokens < 1:
             raise SettingsError(f"lowbit: num_tokens must be >= 1, got {num_tokens}")
         if shape not in SHAPES:
@@ -91,6 +91,10 @@ class LowBit(Drafter):
         if not 0.0 <= min_confidence < 1.0:
             raise SettingsError(f"lowbit: min_confidence must be in [0, 1), got {min_confidence}")
         self.num_tokens = int(num_tokens)
+        if int(adapt) and int(adapt) < self.num_tokens:
+            raise SettingsError(f"lowbit: adapt (the longest chain) must be 0 (off) or >= num_tokens, got {adapt}")
+        self.adapt = int(adapt)
+        self.chain = self.num_tokens  # this step's chain length: num_tokens, or adapted within [num_tokens, adapt]
         self.min_confidence = float(min_confidence)
         self.top_k = max(int(top_k), 1)
         if quant not in QUANTS:
@@ -129,6 +133,7 @@ class LowBit(Drafter):
         With a ``window``, only the prompt's last ``window`` tokens (and then everything generated) are the
         draft's context: a long prompt is taken in faster, the draft sees less of it (lossless either way)."""
         self._start = max(len(prompt) - self.window, 0) if self.window else 0
+        self.chain = self.num_tokens
         if self.runner is not None and len(prompt) > 1:
             context = self._context(prompt, 0)
             if len(context) > 1:
@@ -147,23 +152,23 @@ class LowBit(Drafter):
     # ------------------------------------------------------------------ drafting
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         runner = self._runner()
-        logits = runner.sync(self._context(tokens, self.num_tokens))
+        logits = runner.sync(self._context(tokens, self.chain))
         out: list[int] = []
-        for _ in range(min(max_tokens, self.num_tokens)):
+        for _ in range(min(max_tokens, self.chain)):
             token = int(torch.argmax(logits).item())  # the runner is on the host: one read per token
             if self.min_confidence and out and torch.softmax(logits, dim=-1)[token].item() < self.min_confidence:
                 break
             out.append(token)
-            if len(out) < min(max_tokens, self.num_tokens):
+            if len(out) < min(max_tokens, self.chain):
                 logits = runner.feed([token])
         return out
 
     def propose_sampled(self, tokens: Sequence[int], max_tokens: int,
                         generator: torch.Generator | None) -> list[tuple[int, dict[int, float]]]:
         runner = self._runner()
-        logits = runner.sync(self._context(tokens, self.num_tokens))
+        logits = runner.sync(self._context(tokens, self.chain))
         out: list[tuple[int, dict[int, float]]] = []
-        n = min(max_tokens, self.num_tokens)
+        n = min(max_tokens, self.chain)
         for _ in range(n):
             probs = target_probs(logits.unsqueeze(0), self.settings)[0]
             top = torch.topk(probs, min(self.top_k, probs.numel()))
@@ -175,6 +180,17 @@ class LowBit(Drafter):
             if len(out) < n:
                 logits = runner.feed([ids[index]])
         return out
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        """Chain length adapted within the request (``adapt`` > 0; DEL, Zarch et al. 2025, and llama.cpp-family
+        autotuning of the draft length): a chain accepted whole grows by 2 up to ``adapt``; one cut at position
+        ``accepted`` shrinks halfway towards ``accepted + 1``, never below ``num_tokens``. Reads nothing back."""
+        if not self.adapt or drafted <= 0:
+            return
+        if accepted >= drafted and drafted >= self.chain:
+            self.chain = min(self.chain + 2, self.adapt)
+        elif accepted < drafted:
+            self.chain = max(self.num_tokens, (self.chain + accepted + 1) // 2)
 
     # ------------------------------------------------------------------ trees
     def _entry(self, tokens: Sequence[int], sampled: bool):

@@ -331,3 +331,37 @@ def test_the_drafts_format_is_checked_and_keys_its_runner(tiny_llama, tmp_path):
         make_runner(tiny_llama, backend="torch-int8", quant="int3")
     assert LowBit(num_tokens=6).shared_state_key() == LowBit(num_tokens=10).shared_state_key()
     assert LowBit(quant="q8_0").shared_state_key() != LowBit().shared_state_key()
+
+
+def test_an_adapted_chain_grows_on_whole_acceptance_shrinks_on_a_cut_and_restarts_per_request():
+    drafter = LowBit(num_tokens=4, adapt=10, backend="torch-int8")
+    drafter.feedback(4, 4)
+    drafter.feedback(6, 6)
+    assert drafter.chain == 8
+    drafter.feedback(8, 8)
+    drafter.feedback(10, 10)
+    assert drafter.chain == 10  # capped at adapt
+    drafter.feedback(10, 2)
+    assert drafter.chain == 6  # halfway towards accepted + 1
+    drafter.feedback(6, 0)
+    assert drafter.chain == 4  # never below num_tokens
+    drafter.feedback(3, 3)  # a chain cut short by the request's end is no evidence to grow on
+    assert drafter.chain == 4
+    drafter.chain = 9
+    drafter.begin([1])
+    assert drafter.chain == 4
+    fixed = LowBit(num_tokens=4)
+    fixed.feedback(4, 4)
+    assert fixed.chain == 4
+    with pytest.raises(SettingsError, match="adapt"):
+        LowBit(num_tokens=6, adapt=4)
+
+
+@pytest.mark.parametrize("adapt", [6, 12])
+def test_an_adapted_chain_is_greedy_lossless_and_drafts_longer(tiny_llama, adapt):
+    prompt = [3, 9, 4, 4, 7, 1, 2, 8, 3, 9, 4, 4]
+    plain = SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=40)
+    drafter = LowBit(num_tokens=2, adapt=adapt, backend="torch-int8")
+    spec = SelfSpecDecoder(tiny_llama, None, drafter=drafter).generate(prompt, max_new_tokens=40)
+    assert spec.token_ids == plain.token_ids
+    assert max(s.drafted for s in spec.steps) > 2  # the int8 copy agrees with its model: chains grew
