@@ -11,7 +11,8 @@ optional fourth word is a category (default ``overall``); the quantity is ``spee
 and its 95% interval, formatted as ``leap report`` prints them), ``ratio`` (the mean of per-prompt speedups
 and its interval), ``M`` (mean accepted length, two
 decimals) or ``lossless`` (``k/n`` greedy generations token-identical to plain decoding, of those
-checked). The figure follows the comment at once (``**`` or spaces between at most); a marker with nothing
+checked). ``speedup over METHOD`` (or ``ratio over METHOD``) takes the ratio to another method of the run instead
+of plain decoding, paired by prompt (``leap report DIR --baseline METHOD``). The figure follows the comment at once (``**`` or spaces between at most); a marker with nothing
 after it states nothing, and is reported.
 
 :func:`check_claims` recomputes every claim with :func:`leap.bench.report.summarise` and lists those that
@@ -46,7 +47,7 @@ from pathlib import Path
 __all__ = ["Claim", "find_claims", "check_claims", "Figure", "ReportBlock", "unmarked", "report_blocks", "check_blocks",
            "fix_blocks", "main"]
 
-_MARKER = re.compile(r"<!--claim\s+(\S+)\s+(\S+)\s+(?:(\S+)\s+)?(speedup|ratio|M|lossless)\s*-->")
+_MARKER = re.compile(r"<!--claim\s+(\S+)\s+(\S+)\s+(?:(\S+)\s+)?(speedup|ratio|M|lossless)(?:\s+over\s+(\S+))?\s*-->")
 _PATTERNS = {"speedup": re.compile(r"\d+\.\d\dx(?: \[\d+\.\d\d, \d+\.\d\d\])?"),
              "ratio": re.compile(r"\d+\.\d\dx(?: \[\d+\.\d\d, \d+\.\d\d\])?"),
              "M": re.compile(r"\d+\.\d\d"), "lossless": re.compile(r"\d+/\d+")}
@@ -61,6 +62,7 @@ class Claim:
     category: str
     quantity: str
     stated: str  # the figure as the prose states it ("" when none follows the marker)
+    baseline: str = "ar"  # ``over METHOD``: the ratio is to that method, paired by prompt
 
 
 def find_claims(path: str | Path) -> list[Claim]:
@@ -68,12 +70,12 @@ def find_claims(path: str | Path) -> list[Claim]:
     text = Path(path).read_text()
     out = []
     for match in _MARKER.finditer(text):
-        records, method, category, quantity = match.groups()
+        records, method, category, quantity, baseline = match.groups()
         # the figure starts right after the marker (bold or spaces between at most): a marker with no figure of
         # its own must not borrow the next claim's
         figure = re.compile(r"[\s*_]*(" + _PATTERNS[quantity].pattern + ")").match(text, match.end())
         out.append(Claim(str(path), text.count("\n", 0, match.start()) + 1, records, method, category or "overall",
-                         quantity, figure.group(1) if figure else ""))
+                         quantity, figure.group(1) if figure else "", baseline or "ar"))
     return out
 
 
@@ -82,9 +84,9 @@ def _recomputed(claim: Claim, root: Path, cache: dict) -> str:
     from leap.bench.report import _interval, summarise
 
     folder = root / claim.records
-    if folder not in cache:
-        cache[folder] = summarise(read_records(folder))
-    rows = [r for r in cache[folder] if r.method == claim.method and r.category == claim.category]
+    if (folder, claim.baseline) not in cache:
+        cache[folder, claim.baseline] = summarise(read_records(folder), baseline=claim.baseline)
+    rows = [r for r in cache[folder, claim.baseline] if r.method == claim.method and r.category == claim.category]
     if len(rows) != 1:
         return f"<no single row for {claim.method}/{claim.category} in {claim.records}>"
     row = rows[0]

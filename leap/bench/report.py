@@ -92,11 +92,13 @@ def _row(method: str, category: str, temperature: float, recs: list[dict], plain
                      verdict(ci) if method != "ar" else "")
 
 
-def summarise(records: Sequence[dict[str, Any]]) -> list[ReportRow]:
-    """One :class:`ReportRow` per temperature, method and category, plus category ``overall``."""
+def summarise(records: Sequence[dict[str, Any]], baseline: str = "ar") -> list[ReportRow]:
+    """One :class:`ReportRow` per temperature, method and category, plus category ``overall``. Speedups are
+    ratios to ``baseline`` (plain decoding, ``ar``, by default; another method gives one method over another,
+    paired by prompt, e.g. the search over fixed ``lowbit``: ``leap report DIR --baseline lowbit``)."""
     answers = [r for r in records if r.get("kind") == "answer"]
     ok = {(_key(r), r["method"]): r for r in answers if r.get("status") == "ok"}  # a resumed retry wins
-    plain = {k: r for (k, m), r in ok.items() if m == "ar"}
+    plain = {k: r for (k, m), r in ok.items() if m == baseline}
     methods = list(dict.fromkeys(r["method"] for r in answers))
     categories = list(dict.fromkeys(r["category"] for r in answers))
     temps = sorted({float(r["temperature"]) for r in answers})

@@ -12,6 +12,8 @@ def add_parser(sub) -> None:
     rp.add_argument("folder", help="the --out folder of leap bench (or its records.jsonl)")
     rp.add_argument("--format", choices=["md", "csv"], default="md")
     rp.add_argument("--plot", action="store_true", help="also write speedup_T*.png and early_speedup.png to the folder")
+    rp.add_argument("--baseline", default="ar", metavar="METHOD",
+                    help="speedups over this method instead of plain decoding (paired by prompt; e.g. lowbit)")
     rp.add_argument("--mixed", action="store_true", help="pool records written by different commits or settings (refused otherwise)")
 
 
@@ -29,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
     if conflict and not args.mixed:
         raise SystemExit(f"leap: these records were run with different settings ({conflict}); a table pools one "
                          "experiment - rerun into a fresh folder, or pass --mixed to pool them anyway")
-    rows = summarise(records)
+    if not any(r.get("method") == args.baseline for r in records if r.get("kind") == "answer"):
+        raise SystemExit(f"leap: no {args.baseline!r} generations in {args.folder} to take ratios to (--baseline)")
+    rows = summarise(records, baseline=args.baseline)
     if not rows:
         raise SystemExit(f"leap: {args.folder} holds no finished generations")
     if args.format == "csv":
@@ -46,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
               f"{machine.get('torch_threads', '?')} threads, {machine.get('processor', '')} ({machine.get('platform', '')}); "
               f"commit {', '.join(commits)}; torch {prov.get('torch', '?')}, transformers "
               f"{prov.get('transformers', '?')}; {prov.get('date', meta.get('time', '?'))}\n")
+        if args.baseline != "ar":
+            print(f"Speedups below are over `{args.baseline}`, not plain decoding (paired by prompt)\n")
         print("Table 1\n")
         print(table1_markdown(rows))
         print("Table 2 (ablations)\n")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from leap.bench.claims import check_claims, find_claims, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,3 +53,25 @@ def test_a_marker_with_no_figure_of_its_own_is_caught(tmp_path):
     edited.write_text(text[:start] + " (see below)" + text[start + len(stated):])
     wrong = check_claims([edited], root=ROOT)
     assert [(c.method, c.quantity, c.stated) for c, _ in wrong] == [("lowbit", "M", "")]
+
+
+def test_a_speedup_over_another_method_is_paired_and_recomputed(tmp_path):
+    """``leap report --baseline M`` / ``<!--claim ... speedup over M-->``: ratios to another method of the run."""
+    from leap.bench.records import read_records
+    from leap.bench.report import summarise
+
+    records = read_records(ROOT / "docs/data/lowbit_formats/t0")
+    over_plain = {r.method: r for r in summarise(records) if r.category == "overall"}
+    over_lowbit = {r.method: r for r in summarise(records, baseline="lowbit") if r.category == "overall"}
+    assert over_lowbit["lowbit"].speedup == pytest.approx(1.0)
+    # pooled ratios over the same paired prompts compose: (q8 / lowbit) = (q8 / ar) / (lowbit / ar)
+    assert over_lowbit["lowbit-q8_0"].speedup == pytest.approx(
+        over_plain["lowbit-q8_0"].speedup / over_plain["lowbit"].speedup)
+    assert over_lowbit["ar"].speedup == pytest.approx(1 / over_plain["lowbit"].speedup)
+    doc = tmp_path / "doc.md"
+    q8 = over_lowbit["lowbit-q8_0"]
+    figure = f"{q8.speedup:.2f}x [{q8.speedup_ci_low:.2f}, {q8.speedup_ci_high:.2f}]"
+    doc.write_text(f"<!--claim docs/data/lowbit_formats/t0 lowbit-q8_0 speedup over lowbit-->{figure}\n")
+    assert find_claims(doc)[0].baseline == "lowbit" and not check_claims([doc], root=ROOT)
+    doc.write_text(f"<!--claim docs/data/lowbit_formats/t0 lowbit-q8_0 speedup-->{figure}\n")  # over plain: differs
+    assert check_claims([doc], root=ROOT)
