@@ -34,7 +34,7 @@ from typing import Any
 
 from leap.bench.stats import speedup_interval, verdict
 
-__all__ = ["ReportRow", "summarise", "table1_markdown", "table2_markdown", "to_csv", "plot_speedup",
+__all__ = ["ReportRow", "summarise", "busy_prompts", "busy_warning", "table1_markdown", "table2_markdown", "to_csv", "plot_speedup",
            "plot_early_speedup", "ABLATIONS"]
 
 ABLATIONS = {"leap": "LEAP", "leap-no-zones": "w/o zone", "leap-no-groups": "w/o group",
@@ -116,6 +116,31 @@ def summarise(records: Sequence[dict[str, Any]], baseline: str = "ar") -> list[R
             if mine or failed:
                 rows.append(_row(m, "overall", t, mine, plain, len(failed)))
     return rows
+
+
+def busy_prompts(records: Sequence[dict[str, Any]], factor: float = 3.0) -> list[dict[str, Any]]:
+    """Plain-decoding generations that ran more than ``factor`` times slower per token than the run's median
+    plain generation: plain decoding's per-token speed hardly depends on the prompt on one machine, so such a
+    generation was timed while something else held the CPU (GPU), and every ratio paired with it is wrong.
+    (docs/data/search_pays/t1_128: plain decoding took 136 s for 128 tokens on one prompt, 5-7 s on most.)"""
+    plain = [r for r in records if r.get("kind") == "answer" and r.get("status") == "ok" and r["method"] == "ar"
+             and r.get("new_tokens", 0) > 0 and r.get("wall_time_s", 0) > 0]
+    if len(plain) < 3:
+        return []
+    per_token = sorted(r["wall_time_s"] / r["new_tokens"] for r in plain)
+    median = per_token[len(per_token) // 2]
+    return [r for r in plain if r["wall_time_s"] / r["new_tokens"] > factor * median]
+
+
+def busy_warning(records: Sequence[dict[str, Any]]) -> str:
+    """One warning naming the generations :func:`busy_prompts` finds ("" when none)."""
+    busy = busy_prompts(records)
+    if not busy:
+        return ""
+    names = ", ".join(f"{r['category']} {r['question_id']}" for r in busy[:8]) + (" ..." if len(busy) > 8 else "")
+    return (f"WARNING: plain decoding ran over 3x slower per token than its median on {len(busy)} prompt(s) "
+            f"({names}): the machine was busy then, and every ratio on those prompts is wrong - rerun on a quiet "
+            "machine (a fresh --out folder)\n")
 
 
 def _fmt(x: float, spec: str) -> str:

@@ -93,7 +93,7 @@ def execute(args: argparse.Namespace, methods: list[str], per_method: dict[str, 
     from leap.bench.harness import Bench, BenchSettings
     from leap.bench.methods import BenchOptions
     from leap.bench.records import RECORDS_FILE
-    from leap.bench.report import summarise, table1_markdown
+    from leap.bench.report import busy_warning, summarise, table1_markdown
     from leap.data import load_prompts, pick_per_category
 
     rows = pick_per_category(load_prompts(args.prompts), args.num_prompts,
@@ -128,6 +128,8 @@ def execute(args: argparse.Namespace, methods: list[str], per_method: dict[str, 
         print(f"\ninterrupted; finished generations are in {args.out} (continue with --resume)", file=sys.stderr)
         return 130
     print(table1_markdown(summarise(records)))
+    if (busy := busy_warning(records)):
+        print(busy, file=sys.stderr)
     print(f"records: {Path(args.out) / RECORDS_FILE}; tables: leap report {args.out}", file=sys.stderr)
     return 0
 

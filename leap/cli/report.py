@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from leap.bench.records import read_records, settings_conflict
-    from leap.bench.report import plot_early_speedup, plot_speedup, summarise, table1_markdown, table2_markdown, to_csv
+    from leap.bench.report import busy_warning, plot_early_speedup, plot_speedup, summarise, table1_markdown, table2_markdown, to_csv
 
     from leap.core.runtime.provenance import check_single_commit
 
@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         if dirty:  # uncommitted changes: the commit alone does not say what code ran
             print(f"WARNING: measured with uncommitted changes ({', '.join(dirty)}); no rerun can reproduce these "
                   "figures exactly - commit, then rerun the benchmark\n")
+        if (busy := busy_warning(records)):
+            print(busy)
         print(f"model {meta.get('model', '?')}; {machine.get('device', '?')} {machine.get('dtype', '')}, "
               f"{machine.get('torch_threads', '?')} threads, {machine.get('processor', '')} ({machine.get('platform', '')}); "
               f"commit {', '.join(commits)}; torch {prov.get('torch', '?')}, transformers "

@@ -9,7 +9,9 @@ kept for; before a request, :meth:`SearchMemory.prune` leaves out the options th
 halving across requests (Jamieson & Talwalkar 2016; Hyperband, Li et al. 2018): an option seen on at least
 ``min_requests`` requests whose mean is below ``keep`` times the best option's is not searched again.
 Options not yet seen enough stay in, so exploration continues; when the last request's chosen option did
-not pay, nothing is pruned on the next (the prompts may have changed kind: long prompts, code, copying).
+not pay, the next request's cut is wider (``keep`` squared: the prompts may have changed kind - long prompts,
+code, copying) but still made: a rule that pruned nothing after such a request kept the sampled search (T = 1),
+whose fixed phases often do not pay, exploring every option on every request (docs/data/search_pays/t1_128).
 
 The memory persists between runs under ``$LEAP_CACHE/search_memory`` keyed by model, device and dtype
 (:func:`memory_for`), or lives in memory only (``path=None``: a benchmark starts from an empty memory and
@@ -90,10 +92,11 @@ class SearchMemory:
         """``options`` (objects with a ``label``) less those that keep losing; the best-remembered first."""
         seen = {o.label: self.stats[o.label]["mean"] for o in options
                 if o.label in self.stats and self.stats[o.label]["requests"] >= self.min_requests}
-        if not seen or not self.last_paid:
+        if not seen:
             return tuple(options)
         best = max(seen.values())
-        kept = [o for o in options if o.label not in seen or seen[o.label] >= self.keep * best]
+        keep = self.keep if self.last_paid else self.keep ** 2
+        kept = [o for o in options if o.label not in seen or seen[o.label] >= keep * best]
         return tuple(sorted(kept, key=lambda o: -seen.get(o.label, 0.0)))
 
 

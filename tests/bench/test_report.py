@@ -86,3 +86,19 @@ def test_early_speedup_averages_by_iteration():
     records = [{"method": "leap", "trial_rewards": [0.5, 1.0, 1.5]}, {"method": "leap", "trial_rewards": [1.5, 2.0]},
                {"method": "swift", "trial_rewards": [0.2]}, {"method": "ar"}]
     assert early_speedup(records) == {"leap": [1.0, 1.5, 1.5], "swift": [0.2]}
+
+
+def test_plain_generations_timed_on_a_busy_machine_are_named():
+    """docs/data/search_pays/t1_128: plain decoding took 136 s for 128 tokens on one prompt (5-7 s on most) and the
+    report printed the ratios without a word. A generation > 3x slower per token than the median is named."""
+    from leap.bench.report import busy_prompts, busy_warning
+
+    def plain(q, tokens, seconds):
+        return {"kind": "answer", "status": "ok", "method": "ar", "question_id": q, "category": "stem",
+                "new_tokens": tokens, "wall_time_s": seconds}
+
+    quiet = [plain(q, 128, 6.0 + 0.3 * q) for q in range(6)]
+    assert busy_prompts(quiet) == [] and busy_warning(quiet) == ""
+    busy = quiet + [plain(99, 128, 40.0), plain(98, 10, 0.6)]  # 98: short but at the usual per-token speed
+    assert [r["question_id"] for r in busy_prompts(busy)] == [99]
+    assert "stem 99" in busy_warning(busy) and "busy" in busy_warning(busy)

@@ -14,10 +14,11 @@ A, B, C = (parse_option(x) for x in ("lowbit:num_tokens=10", "stand", "suffix"))
 def test_options_that_keep_losing_are_pruned_and_unseen_ones_stay():
     memory = SearchMemory(None, keep=0.85, min_requests=2)
     for _ in range(3):
-        memory.observe({A.label: 2.0, B.label: 1.0}, A.label, 2.1)
-    assert memory.prune([B, A, C]) == (A, C)  # B is below 0.85 x A's mean; C is unseen: still explored
-    memory.observe({}, None, None)  # the last request kept nothing that paid: search everything next time
-    assert set(memory.prune([B, A, C])) == {A, B, C}
+        memory.observe({A.label: 2.0, B.label: 1.6, C.label: 0.9}, A.label, 2.0)
+    assert memory.prune([B, A, C]) == (A,)  # B (0.8 x A) and C (0.45 x A) are below 0.85 x A's mean
+    memory.observe({}, None, None)  # the last request kept nothing that paid: a wider cut (0.85 ** 2) next time
+    assert memory.prune([B, A, C]) == (A, B)  # B comes back, C stays out; the best-remembered first
+    assert set(SearchMemory(None).prune([B, A, C])) == {A, B, C}  # nothing seen: everything is searched
 
 
 def test_one_request_is_not_enough_to_prune():
