@@ -62,7 +62,8 @@ class LowBit(Drafter):
     name = "lowbit"
     needs_model = True
     #: chain length is the setting that caps lowbit where its draft agrees almost everywhere (docs/data/lowbit_v2:
-    #: 593 of 717 steps accepted the whole 6-token chain); verification of 15 tokens costs ~1.5 plain steps here
+    #: 593 of 717 steps accepted the whole 6-token chain); verification of 15 tokens costs ~1.5 plain steps here.
+    #: The chain adapts within a request (``adapt``, default 16); ``num_tokens`` is where it starts and its floor
     search_settings = {"num_tokens": (6, 10, 14)}
     samples_drafts = True
     # the runner's logits are host tensors (free); under sampling each drawn token may cross to the
@@ -73,7 +74,7 @@ class LowBit(Drafter):
                  gguf: str | None = None, threads: int | None = None, n_ctx: int = 0,
                  top_k: int = 64, runner: LowBitRunner | None = None, shape: str = "chain", width: int = 2,
                  trunk: int = 4, branches: int = 2, branch_len: int = 2, window: int = 0,
-                 quant: str = "native", adapt: int = 0) -> None:
+                 quant: str = "q8_0", adapt: int | None = None) -> None:
         if num_tokens < 1:
             raise SettingsError(f"lowbit: num_tokens must be >= 1, got {num_tokens}")
         if shape not in SHAPES:
@@ -91,7 +92,8 @@ class LowBit(Drafter):
         if not 0.0 <= min_confidence < 1.0:
             raise SettingsError(f"lowbit: min_confidence must be in [0, 1), got {min_confidence}")
         self.num_tokens = int(num_tokens)
-        if int(adapt) and int(adapt) < self.num_tokens:
+        adapt = max(16, self.num_tokens) if adapt is None else int(adapt)  # default: adapt up to 16 (or num_tokens)
+        if adapt and adapt < self.num_tokens:
             raise SettingsError(f"lowbit: adapt (the longest chain) must be 0 (off) or >= num_tokens, got {adapt}")
         self.adapt = int(adapt)
         self.chain = self.num_tokens  # this step's chain length: num_tokens, or adapted within [num_tokens, adapt]
@@ -182,8 +184,8 @@ class LowBit(Drafter):
         return out
 
     def feedback(self, drafted: int, accepted: int) -> None:
-        """Chain length adapted within the request (``adapt`` > 0; DEL, Zarch et al. 2025, and llama.cpp-family
-        autotuning of the draft length): a chain accepted whole grows by 2 up to ``adapt``; one cut at position
+        """Chain length adapted within the request (``adapt`` > 0; in the spirit of DEL, arXiv 2504.05598, and
+        ik_llama.cpp's draft-length autotuning): a chain accepted whole grows by 2 up to ``adapt``; one cut at position
         ``accepted`` shrinks halfway towards ``accepted + 1``, never below ``num_tokens``. Reads nothing back."""
         if not self.adapt or drafted <= 0:
             return

@@ -330,7 +330,7 @@ def test_the_drafts_format_is_checked_and_keys_its_runner(tiny_llama, tmp_path):
     with pytest.raises(SettingsError, match="q8_0"):
         make_runner(tiny_llama, backend="torch-int8", quant="int3")
     assert LowBit(num_tokens=6).shared_state_key() == LowBit(num_tokens=10).shared_state_key()
-    assert LowBit(quant="q8_0").shared_state_key() != LowBit().shared_state_key()
+    assert LowBit(quant="native").shared_state_key() != LowBit().shared_state_key()  # the default is q8_0
 
 
 def test_an_adapted_chain_grows_on_whole_acceptance_shrinks_on_a_cut_and_restarts_per_request():
@@ -350,9 +350,10 @@ def test_an_adapted_chain_grows_on_whole_acceptance_shrinks_on_a_cut_and_restart
     drafter.chain = 9
     drafter.begin([1])
     assert drafter.chain == 4
-    fixed = LowBit(num_tokens=4)
+    fixed = LowBit(num_tokens=4, adapt=0)
     fixed.feedback(4, 4)
     assert fixed.chain == 4
+    assert LowBit().adapt == 16 and LowBit(num_tokens=20).adapt == 20  # the default never refuses a long start
     with pytest.raises(SettingsError, match="adapt"):
         LowBit(num_tokens=6, adapt=4)
 
