@@ -132,6 +132,11 @@ def test_generate_searches_with_the_external_optimizers(model_dir, capsys, metho
     record = json.loads(capsys.readouterr().out)
     assert record["identical_to_plain"] is True and record["method"] == method
     assert record["search_iterations"] >= 1 and len(record["trials"]) == record["search_iterations"]
+    # issue 36: the record names what drew the space, so the ablation can be rerun
+    space = record["search_space"]
+    assert space["zone_metric"] == "residual-ratio" and space["group_metric"] == "ear-gain" and space["zones_on"]
+    assert len(space["zones"]) == 6 and set(space["zones"]) <= set("EMF") and space["zones"][0] == "E"
+    assert sorted(layer for group in space["groups"] for layer in group) == list(range(6))
 
 
 def test_sweep_runs_every_agent_metric_and_seed_through_the_harness(model_dir, tmp_path, capsys):
@@ -144,12 +149,14 @@ def test_sweep_runs_every_agent_metric_and_seed_through_the_harness(model_dir, t
                  "--group-metrics", "ear-gain,cosine", "--seeds", "0,1", "--reward", "cost", "--budget", "6",
                  "--max-new-tokens", "12", "--warmup", "0", "--out", str(out), "--quiet"]) == 0
     answers = {r["method"]: r for r in read_records(out) if r.get("kind") == "answer"}
-    labels = {f"{a}/{m}/s{s}" for a in ("random", "ucb") for m in ("ear-gain", "cosine") for s in (0, 1)}
+    # both metrics in every label, the zone metric too though only one is swept (issue 36)
+    labels = {f"{a}/{m}/residual-ratio/s{s}" for a in ("random", "ucb") for m in ("ear-gain", "cosine") for s in (0, 1)}
     assert set(answers) == labels | {"ar"}
     assert all(answers[label]["lossless"] for label in labels)
     # the seed reaches the agent: random search with two seeds tries different configurations
-    assert answers["random/ear-gain/s0"]["trial_configs"] != answers["random/ear-gain/s1"]["trial_configs"]
-    assert "| random/cosine/s1 |" in capsys.readouterr().out
+    assert answers["random/ear-gain/residual-ratio/s0"]["trial_configs"] != \
+        answers["random/ear-gain/residual-ratio/s1"]["trial_configs"]
+    assert "| random/cosine/residual-ratio/s1 |" in capsys.readouterr().out
     assert main(["sweep", "--model", model_dir, "--agents", "random", "--group-metrics", "no-such-metric",
                  "--out", str(tmp_path / "x")]) == 2
     assert "no-such-metric" in capsys.readouterr().err

@@ -38,7 +38,7 @@ from leap.bench.harness import Bench, BenchSettings, generations
 from leap.bench.records import MemoryRecords, RecordFile, record_key, settings_conflict
 from leap.core.errors import LeapError, SettingsError
 
-__all__ = ["BenchWorker", "run_bench_on_ray"]
+__all__ = ["BenchWorker", "run_bench_on_ray", "check_address"]
 
 
 def _ray():
@@ -113,6 +113,27 @@ def _resources(ray, load: dict[str, Any], gpus_per_worker: float | None, cpus_pe
     return per, n
 
 
+def check_address(address: str | None, timeout_s: float = 3.0) -> None:
+    """Refuse a cluster address nothing listens on, in seconds and with the fix, before ``ray.init`` (which
+    retries an unreachable address for a minute or more). ``None`` (a local instance) and ``auto`` (Ray's own
+    lookup) are left to Ray; ``HOST:PORT`` and ``ray://HOST:PORT`` are probed with one TCP connection."""
+    import socket
+
+    if address in (None, "", "local", "auto"):
+        return
+    target = address.split("://", 1)[-1]
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise SettingsError(f"--ray {address}: expected HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as err:
+        raise SettingsError(f"--ray {address}: no Ray cluster answers there ({err.strerror or err}); start one with "
+                            f"`ray start --head --port={port}` on {host}, or give --ray with no address for a local "
+                            "instance") from None
+
+
 def run_bench_on_ray(load: dict[str, Any], rows: Sequence[dict], settings: BenchSettings, out: str | Path, *,
                      resume: bool = False, address: str | None = None, workers: int | None = None,
                      gpus_per_worker: float | None = None, cpus_per_worker: float | None = None,
@@ -127,6 +148,8 @@ def run_bench_on_ray(load: dict[str, Any], rows: Sequence[dict], settings: Bench
     ray = _ray()
     if not rows:
         raise SettingsError("no prompts selected; check --prompts / --categories / --num-prompts")
+    if not ray.is_initialized():
+        check_address(address)
     file = RecordFile(out, resume=resume)
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)

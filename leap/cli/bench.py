@@ -2,8 +2,8 @@
 JSONL records, ``--resume``, ``--ray``; and ``leap sweep``: search agents x redundancy metrics x seeds on the
 same prompts, through the same harness.
 
-A sweep's every combination is one benchmark method, labelled ``AGENT/GROUP_METRIC/sSEED`` (with
-``/ZONE_METRIC`` when more than one zone metric is swept), run by :class:`leap.bench.methods.SearchMethod`
+A sweep's every combination is one benchmark method, labelled ``AGENT/GROUP_METRIC/ZONE_METRIC/sSEED`` (both
+metrics always: a label that dropped the one not swept could not say which ablation a record is), run by :class:`leap.bench.methods.SearchMethod`
 with that agent, metric and seed - the search loop the environments wrap, on real decoding, with plain
 decoding interleaved per prompt as the baseline. So a sweep inherits everything of ``leap bench``: one wall
 clock per call, records and ``--resume``, the lossless check, ``leap report`` with intervals over prompts,
@@ -149,7 +149,7 @@ def sweep_methods(agents: list[str], zone_metrics: list[str], group_metrics: lis
     """Method entries (``LABEL=AGENT``) and their arguments for every combination."""
     methods, per_method = ["ar"], {}
     for agent, zone, group, seed in itertools.product(agents, zone_metrics, group_metrics, seeds):
-        label = f"{agent}/{group}" + (f"/{zone}" if len(zone_metrics) > 1 else "") + f"/s{seed}"
+        label = f"{agent}/{group}/{zone}/s{seed}"
         methods.append(f"{label}={agent}")
         per_method[label] = {"zone_metric": zone, "group_metric": group, "seed": seed}
     return methods, per_method

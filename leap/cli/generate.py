@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from leap.cli.common import (
     add_model_args,
@@ -17,6 +18,21 @@ from leap.cli.common import (
     load_for,
     method_args,
 )
+
+
+def _space_record(runner: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """What a reader needs to rerun this search's ablation: the metrics in LEAP's roles, the ablation flags, and
+    the zones and decision groups the prompt's prefill drew (None where the search built no space)."""
+    space = getattr(getattr(runner, "agent", None), "space", None)
+    out: dict[str, Any] = {"zone_metric": args.zone_metric, "group_metric": args.group_metric,
+                           "zones_on": not args.no_zones, "groups_on": not args.no_groups,
+                           "search_on": not args.no_search, "zones": None, "groups": None, "drafter_options": None}
+    if space is not None:
+        out["zones"] = "".join(str(getattr(z, "name", z))[0] for z in space.zones)
+        out["groups"] = space.groups
+        options = getattr(space, "options", None)
+        out["drafter_options"] = [o.label for o in options] if options else None
+    return out
 
 
 def add_parser(sub) -> None:
@@ -129,7 +145,9 @@ def run(args: argparse.Namespace) -> int:
                                                                carry_over=args.carry_over,
                                                                loss_budget=args.loss_budget), memory=memory)
         searched = runner.generate(args.prompt, **settings)
-        return searched.generation, searched.to_dict()
+        record = searched.to_dict()
+        record["search_space"] = _space_record(runner, args)
+        return searched.generation, record
 
     if args.compare:
         from leap.bench.compare import compare

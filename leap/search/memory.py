@@ -88,6 +88,11 @@ class SearchMemory:
             pass  # a read-only cache only costs the prior
 
     # ---------------------------------------------------------------- using it
+    def expected(self, label: str) -> float | None:
+        """What ``label`` measured on average over earlier requests, once seen on ``min_requests`` of them."""
+        entry = self.stats.get(label)
+        return entry["mean"] if entry and entry["requests"] >= self.min_requests else None
+
     def prune(self, options: Sequence[Any]) -> tuple[Any, ...]:
         """``options`` (objects with a ``label``) less those that keep losing; the best-remembered first."""
         seen = {o.label: self.stats[o.label]["mean"] for o in options

@@ -30,6 +30,15 @@ where nothing pays LEAP costs about ``loss_budget`` over plain decoding, at 64 n
 average over the requests after the first such prompt.
 ``SearchOutcome.stop`` says why the search ended.
 
+**Settled by the memory** (with a :class:`~leap.search.memory.SearchMemory`): once a drafter option's mean
+reward on this request reaches ``min_speedup`` and every other option is below ``keep`` times that mean - by
+its trials on this request, or, untried, by what the memory remembers of it over at least ``min_requests``
+earlier requests (an option neither tried nor remembered blocks this) - no other option can be expected to
+win, so the search stops (``stop = "memory"``) and the rest of the request runs the best. The
+memory's prior thus screens trials within the request too, not only the space between requests: on the
+default model, where one option wins nearly everywhere, a request that confirms it in its first trial stops
+there instead of paying a trial of every option the pruning left in.
+
 Search overhead (time in ``ask``/``tell`` and in the agent's probe evaluations, outside the decoding
 steps) is reported separately. Greedy output stays token-identical to plain decoding throughout: the
 decoder is lossless for every configuration, whichever the agent picks.
@@ -112,8 +121,9 @@ class SearchOutcome:
     t_base_s: float
     trials: list[dict[str, Any]] = field(default_factory=list)
     carried_over: bool = False  # the fixed choice came from an earlier prompt (SearchSettings.carry_over)
-    #: why the search ended: "converged", "budget" (iterations), "give_up", "loss_budget", "done" (the
-    #: prompt ended first) or "carried" (no search: an earlier prompt's choice)
+    #: why the search ended: "converged", "budget" (iterations), "give_up", "loss_budget", "memory" (settled by
+    #: what earlier requests measured), "done" (the prompt ended first) or "carried" (no search: an earlier
+    #: prompt's choice)
     stop: str = ""
     search_loss_s: float = 0.0  # the trials' time beyond plain decoding's for their tokens, plus agent time
 
@@ -246,6 +256,9 @@ class OnlineSearch:
             if converged:
                 stop = "converged"
                 break
+            if self._settled(history):
+                stop = "memory"
+                break
             if s.give_up and iterations >= s.give_up and max(t.reward for t in history) < s.min_speedup:
                 stop = "give_up"  # nothing pays: stop spending steps on drafts
                 break
@@ -283,6 +296,31 @@ class OnlineSearch:
         label = fixed.drafter.label if isinstance(fixed, DraftChoice) else None
         speedup = tokens * t_base / seconds if tokens > 0 and seconds > 0 and t_base > 0 else None
         self.memory.observe(means, label, speedup)
+
+    def _settled(self, history: SearchHistory) -> bool:
+        """Whether the memory says no untried option can beat the best tried one (module docstring)."""
+        options = getattr(getattr(self.agent, "space", None), "options", None)
+        if self.memory is None or not options:
+            return False
+        tried: dict[str, list[float]] = {}
+        for trial in history:
+            if isinstance(trial.config, DraftChoice):
+                tried.setdefault(trial.config.drafter.label, []).append(trial.reward)
+        if not tried:
+            return False
+        means = {label: sum(v) / len(v) for label, v in tried.items()}
+        leader = max(means, key=means.get)
+        best = means[leader]
+        if best < self.settings.min_speedup:
+            return False
+        for option in options:
+            if option.label == leader:
+                continue
+            # what speaks for the option: its trials here, else what earlier requests measured
+            evidence = means.get(option.label, self.memory.expected(option.label))
+            if evidence is None or evidence >= self.memory.keep * best:
+                return False
+        return True
 
     def _paying(self, history: SearchHistory) -> bool:
         """Whether some configuration's mean reward so far reaches ``min_speedup`` (one the fix would keep)."""

@@ -108,3 +108,26 @@ def test_ray_bench_equals_the_serial_run_survives_a_lost_worker_and_resumes(tmp_
     finally:
         ray.shutdown()
         subprocess.run([env_ray, "stop", "--force"], capture_output=True, timeout=120)
+
+
+def test_an_unreachable_cluster_address_is_refused_at_once_with_the_fix():
+    """Issue 36: --ray HOST:PORT with nothing listening retried inside ray.init for a minute or more."""
+    import socket
+    import time
+
+    from leap.bench.on_ray import check_address
+    from leap.core.errors import SettingsError
+
+    start = time.perf_counter()
+    for address in ("127.0.0.1:1", "ray://127.0.0.1:1"):
+        with pytest.raises(SettingsError, match="ray start --head --port=1"):
+            check_address(address)
+    with pytest.raises(SettingsError, match="HOST:PORT"):
+        check_address("not-an-address")
+    assert time.perf_counter() - start < 10
+    check_address(None)
+    check_address("auto")
+    with socket.socket() as server:  # something listening: accepted
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        check_address(f"127.0.0.1:{server.getsockname()[1]}")

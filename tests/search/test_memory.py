@@ -53,3 +53,32 @@ def test_the_runner_teaches_the_memory_and_the_factory_prunes_with_it(tiny_llama
     memory.last_paid = True
     runner.generate(prompt, max_new_tokens=24)
     assert {o.label for o in runner.agent.space.options} == {"prompt-lookup", "suffix"}
+
+
+def test_a_request_that_confirms_the_memorys_favourite_stops_searching(tiny_llama):
+    """With every other option remembered well below the first trial's reward, the search stops after that
+    trial (stop = "memory"); with one option not yet remembered, or no memory, it keeps searching."""
+    prompt = [5, 9, 14, 20, 7, 11, 5, 9, 14, 20, 7, 11, 5, 9, 14]
+    options = ["prompt-lookup", "suffix", "stand"]
+
+    def run(stats):
+        memory = SearchMemory(None, min_requests=1) if stats is not None else None
+        if memory is not None:
+            memory.stats = stats
+        factory = agent_factory("mcts", tiny_llama.num_layers, seed=0, drafters=options, memory=memory)
+        runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory,
+                              SearchSettings(budget=6, steps_per_trial=2, loss_budget=0.0, min_speedup=0.0),
+                              memory=memory)
+        return runner.generate(prompt, max_new_tokens=40)
+
+    low = {"requests": 3, "mean": 1e-6}  # remembered as far slower than anything can measure
+    settled = run({"prompt-lookup": {"requests": 3, "mean": 1.0}, "suffix": low, "stand": low})
+    assert settled.stop == "memory" and settled.iterations == 1
+    assert settled.generation.token_ids == SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=40).token_ids
+    # remembered close to the favourite (so the space keeps them) but far below what it measures now: not tried
+    close = {"requests": 3, "mean": 0.9e-3}
+    screened = run({"prompt-lookup": {"requests": 3, "mean": 1e-3}, "suffix": close, "stand": close})
+    assert len(screened.trials) == 1 and screened.stop == "memory"
+    unseen = run({"prompt-lookup": {"requests": 3, "mean": 1.0}, "suffix": low})  # stand not yet remembered
+    assert unseen.iterations > 1 and any(t["config"].startswith("stand") for t in unseen.trials)  # it is tried
+    assert run(None).stop != "memory"
