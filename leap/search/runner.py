@@ -154,6 +154,7 @@ class OnlineSearch:
         self.settings = settings
         self.trace_positions = trace_positions
         self.agent: SearchAgent | None = None
+        self.built_space = False
         self.drafters: dict[DrafterOption, Drafter] = {}  # one instance per option, kept across prompts
         self._carried = None  # settings.carry_over: the choice reused without a search ...
         self._carry_left = 0  # ... and for how many more prompts
@@ -213,10 +214,19 @@ class OnlineSearch:
             and self._last_paid is False and self._skips_left > 0 and self._space_s is not None \
             and self._space_s > s.loss_budget * plain_s
         history = SearchHistory()
+        self.built_space = False  # whether this request built a space and an agent (read by leap generate --json)
         if skip:
             stop = "loss_budget"
             self._skips_left -= 1
+        elif carried is not None:
+            # no search: neither the space (LEAP's Stage I probe forwards) nor the other options' drafters are
+            # paid for; the carried drafter alone joins (a lowbit option takes the prompt in now, as it would)
+            t0 = clock()
+            if isinstance(carried, DraftChoice):
+                session.attach(self._drafter(carried.drafter))
+            overhead = clock() - t0
         else:
+            self.built_space = True
             t0 = clock()
             self.agent = self.agent_factory(session.trace)
             self.agent.on_prompt(ContextProbe(session))
