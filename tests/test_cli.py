@@ -100,6 +100,13 @@ def test_bench_then_report(model_dir, tmp_path, capsys):
     assert any(line.startswith("hf-pld,overall,0.0,2,3,") and ",3/3," in line for line in lines)
     assert main(["report", str(out), "--plot"]) == 0
     assert "Table 2" in capsys.readouterr().out and (out / "speedup_T0.png").is_file()
+    # --baseline: every method over another of the run (the baseline itself at 1.00x), or the missing one named
+    assert main(["report", str(out), "--baseline", "hf-pld"]) == 0
+    report = capsys.readouterr().out
+    assert "over `hf-pld`" in report and "| 1.00x | 1.00x |" in next(
+        line for line in report.splitlines() if line.startswith("| hf-pld |"))
+    with pytest.raises(SystemExit, match="no 'lowbit' generations"):
+        main(["report", str(out), "--baseline", "lowbit"])
     # an existing folder without --resume is refused with the fix named
     assert main(["bench", "--model", model_dir, "--no-chat", "--prompts", str(prompts), "--out", str(out),
                  "--quiet"]) == 2
