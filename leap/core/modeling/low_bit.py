@@ -118,7 +118,8 @@ class LlamaCppRunner(LowBitRunner):
 
     name = "llama.cpp"
 
-    def __init__(self, path: str | Path, *, n_ctx: int = 8192, threads: int | None = None) -> None:
+    def __init__(self, path: str | Path, *, n_ctx: int = 8192, threads: int | None = None,
+                 n_ubatch: int = 512) -> None:
         super().__init__()
         try:
             import llama_cpp
@@ -140,7 +141,7 @@ class LlamaCppRunner(LowBitRunner):
         cparams = llama_cpp.llama_context_default_params()
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_ctx
-        cparams.n_ubatch = min(n_ctx, 512)
+        cparams.n_ubatch = min(n_ctx, int(n_ubatch))  # llama.cpp's micro-batch: how many prompt tokens per pass
         threads = threads or torch.get_num_threads() or os.cpu_count() or 1
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
