@@ -113,3 +113,36 @@ def test_agents_md_tensors_are_made_on_the_device_they_meet():
                     and not any(k.arg == "device" for k in node.keywords):
                 missing.append(ast.unparse(node))
     assert not missing, f"tensors made without device= in docs/agents.md: {missing}"
+
+
+def test_agents_md_walk_from_an_empty_file_to_leap_report(tmp_path, monkeypatch, capsys):
+    """Issue 36's "done when": the docs walk a researcher from an empty file (section 1's class in my_agents.py)
+    through `leap check`, `leap bench` beside the built-ins and `leap report` - the very lines of the docs, run
+    here on a tiny model (model, prompts and length added; the output folder moved into tmp_path)."""
+    import shlex
+    import sys
+
+    from leap.cli import main
+
+    text = DOC.read_text()
+    (tmp_path / "my_agents.py").write_text(re.findall(r"```python\n(.*?)```", text, flags=re.S)[0])
+    walk = re.search(r"<!--walk:[^>]*-->\n```bash\n(.*?)```", text, flags=re.S).group(1)
+    lines = [line for line in walk.splitlines() if line.startswith("leap ")]
+    assert [line.split()[1] for line in lines] == ["check", "bench", "report"]
+    folder = save_tiny_model(tmp_path / "tiny", eos_token_id=None)
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"question_id": 1, "category": "writing", "turns": ["w5 w6 w7 w5 w6 w7"]}\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = str(tmp_path / "agents")
+    try:
+        for line in lines:
+            args = [out if a == "results/agents" else a for a in shlex.split(line)[1:]]
+            if args[0] == "bench":
+                args += ["--model", str(folder), "--no-chat", "--prompts", str(prompts), "--max-new-tokens", "8",
+                         "--warmup", "0", "--quiet", "--budget", "4"]
+            assert main(args) == 0, line
+        report = capsys.readouterr().out
+        assert "| greedy-skip |" in report and "| leap |" in report and "| ucb |" in report
+    finally:
+        search_agents.remove("greedy-skip")
+        sys.modules.pop("my_agents", None)
