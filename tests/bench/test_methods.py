@@ -47,3 +47,25 @@ def test_unknown_method_lists_the_names(tiny_llama):
 def test_peer_settings_are_checked(tiny_llama):
     with pytest.raises(SettingsError, match="layer must be"):
         make_method("hf-early-exit", tiny_llama, layer=99)
+
+
+def test_a_search_memory_built_elsewhere_is_read_named_and_kept_apart(tiny_llama, tmp_path):
+    """memory=FILE.json: a memory built on other prompts (benchmarks/search_warm.sh) starts the run, the records
+    say which file, and what the run learns is written there, never to $LEAP_CACHE; other values are refused."""
+    import json
+
+    from leap.search.memory import SearchMemory
+
+    path = tmp_path / "warm.json"
+    warm = SearchMemory(path)
+    warm.observe({"suffix": 1.4, "prompt-lookup": 1.1}, "suffix", 1.5)
+    kwargs = dict(drafters="suffix;prompt-lookup", steps_per_trial=2)
+    method = make_method("leap-drafters", tiny_llama, memory=str(path), **kwargs)
+    assert method.memory.stats == warm.stats and str(path) in method.memory_at_start
+    res = method.run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0)
+    assert res.extra["search_memory_at_start"] == method.memory_at_start
+    before = sum(v["requests"] for v in warm.stats.values())
+    after = sum(v["requests"] for v in json.loads(path.read_text())["options"].values())
+    assert after > before  # what the run's request measured was added to the file
+    with pytest.raises(SettingsError, match="FILE.json"):
+        make_method("leap-drafters", tiny_llama, memory="warm.txt", **kwargs)
