@@ -11,7 +11,7 @@ out="${1:?usage: bash benchmarks/search_warm.sh OUT_DIR}"
 mkdir -p "$out"
 python -c "from leap.heads.prompts import write_prompt_file; write_prompt_file('$out/seed_prompts.jsonl', 1400, 13)"
 leap bench --methods ar,leap-drafters --method-arg "leap-drafters:memory=$out/warm_memory.json" \
-    --prompts "$out/seed_prompts.jsonl" --max-new-tokens 128 --temperature 0 --threads 2 --seed 0 --quiet \
+    --prompts "$out/seed_prompts.jsonl" --num-prompts 13 --max-new-tokens 128 --temperature 0 --threads 2 --seed 0 --quiet \
     --out "$out/seed_run"
 cp "$out/warm_memory.json" "$out/eval_memory.json"  # the evaluation run learns into a copy
 leap bench --methods ar,lowbit,leap-drafters,leap-drafters-warm=leap-drafters \
