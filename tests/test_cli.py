@@ -187,3 +187,20 @@ def test_bad_files_are_one_line_errors_naming_the_fix(model_dir, tmp_path, capsy
     head.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":")  # torn: the header says 16 bytes, 5 follow
     with pytest.raises(SettingsError, match="truncated or not safetensors"):
         load_head(tiny_llama, head)
+
+
+def test_a_prompt_file_runs_whole_unless_told(model_dir, tmp_path, capsys):
+    """A --prompts file of one's own ran 2 prompts per category unless --num-prompts said otherwise (a file of
+    13 prompts in one category ran 2, silently); Spec-Bench keeps its 2 per category."""
+    from leap.bench.records import read_records
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(f'{{"question_id": {i}, "category": "seed", "turns": ["w5 w6 w{i}"]}}\n'
+                               for i in range(3)))
+    for extra, expected in (([], {0, 1, 2}), (["--num-prompts", "1"], {0})):
+        out = tmp_path / f"bench{len(extra)}"
+        assert main(["bench", "--model", model_dir, "--no-chat", "--prompts", str(prompts), "--methods",
+                     "prompt-lookup", "--max-new-tokens", "4", "--warmup", "0", "--quiet", "--out", str(out),
+                     *extra]) == 0
+        assert {r["question_id"] for r in read_records(out) if r.get("kind") == "answer"} == expected
+    capsys.readouterr()

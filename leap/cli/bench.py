@@ -43,7 +43,8 @@ def add_harness_args(b, out: str) -> None:
     add_model_args(b)
     b.add_argument("--prompts", default=None, help="JSONL prompt file (question_id, category, turns); default: Spec-Bench")
     b.add_argument("--categories", default=None, help="comma-separated categories (default: all in the file)")
-    b.add_argument("--num-prompts", type=int, default=2, help="prompts per category (default 2)")
+    b.add_argument("--num-prompts", type=int, default=None,
+                   help="prompts per category (default: 2 of Spec-Bench's; every prompt of a --prompts file)")
     b.add_argument("--max-new-tokens", type=int, default=128)
     b.add_argument("--temperature", default="0", help="one or more comma-separated temperatures, e.g. 0,1")
     b.add_argument("--runs", type=int, default=1, help="repeat every generation R times (default 1)")
@@ -96,7 +97,9 @@ def execute(args: argparse.Namespace, methods: list[str], per_method: dict[str, 
     from leap.bench.report import busy_warning, summarise, table1_markdown
     from leap.data import load_prompts, pick_per_category
 
-    rows = pick_per_category(load_prompts(args.prompts), args.num_prompts,
+    # a file of one's own runs whole unless told; Spec-Bench, 2 per category (a file with one category ran 2 prompts)
+    per_category = args.num_prompts if args.num_prompts is not None else (2 if args.prompts is None else None)
+    rows = pick_per_category(load_prompts(args.prompts), per_category,
                              args.categories.split(",") if args.categories else None)
     if args.first_turn_only:
         rows = [{**r, "turns": r["turns"][:1]} for r in rows]

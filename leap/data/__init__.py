@@ -49,8 +49,9 @@ def load_prompts(path: str | Path | None = None) -> list[dict]:
     return rows
 
 
-def pick_per_category(rows: Iterable[dict], per_category: int, categories: Iterable[str] | None = None) -> list[dict]:
-    """The first ``per_category`` rows of each category (in file order), optionally only ``categories``."""
+def pick_per_category(rows: Iterable[dict], per_category: int | None,
+                      categories: Iterable[str] | None = None) -> list[dict]:
+    """The first ``per_category`` rows of each category (in file order; None: all), optionally only ``categories``."""
     wanted = None if categories is None else list(categories)
     counts: dict[str, int] = {}
     out = []
@@ -58,7 +59,7 @@ def pick_per_category(rows: Iterable[dict], per_category: int, categories: Itera
         cat = row["category"]
         if wanted is not None and cat not in wanted:
             continue
-        if counts.get(cat, 0) < per_category:
+        if per_category is None or counts.get(cat, 0) < per_category:
             counts[cat] = counts.get(cat, 0) + 1
             out.append(row)
     return out
