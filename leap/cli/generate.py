@@ -24,15 +24,14 @@ def _space_record(runner: Any, args: argparse.Namespace) -> dict[str, Any]:
     """What a reader needs to rerun this search's ablation: the metrics in LEAP's roles, the ablation flags, and
     the zones and decision groups the prompt's prefill drew (None where this request built no space: a choice
     carried over from an earlier request, or the loss budget's skip)."""
-    space = getattr(getattr(runner, "agent", None), "space", None)
     out: dict[str, Any] = {"zone_metric": args.zone_metric, "group_metric": args.group_metric,
                            "zones_on": not args.no_zones, "groups_on": not args.no_groups,
                            "search_on": not args.no_search, "zones": None, "groups": None, "drafter_options": None}
-    if space is not None and runner.built_space:
-        out["zones"] = "".join(str(getattr(z, "name", z))[0] for z in space.zones)
+    if runner.built_space:
+        space = runner.agent.space
+        out["zones"] = "".join(zone.name[0] for zone in space.zones)
         out["groups"] = space.groups
-        options = getattr(space, "options", None)
-        out["drafter_options"] = [o.label for o in options] if options else None
+        out["drafter_options"] = [o.label for o in space.options] or None
     return out
 
 

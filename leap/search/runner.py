@@ -298,27 +298,17 @@ class OnlineSearch:
 
     def _remember(self, history: SearchHistory, fixed, tokens: int, seconds: float, t_base: float) -> None:
         """Hand the memory this request's mean trial reward per drafter option and the fixed phase's speedup."""
-        per_option: dict[str, list[float]] = {}
-        for trial in history:
-            if isinstance(trial.config, DraftChoice):
-                per_option.setdefault(trial.config.drafter.label, []).append(trial.reward)
-        means = {label: sum(v) / len(v) for label, v in per_option.items()}
+        means = _option_means(history)
         label = fixed.drafter.label if isinstance(fixed, DraftChoice) else None
         speedup = tokens * t_base / seconds if tokens > 0 and seconds > 0 and t_base > 0 else None
         self.memory.observe(means, label, speedup)
 
     def _settled(self, history: SearchHistory) -> bool:
         """Whether the memory says no untried option can beat the best tried one (module docstring)."""
-        options = getattr(getattr(self.agent, "space", None), "options", None)
-        if self.memory is None or not options:
+        options = self.agent.space.options  # empty for a layer-only space: nothing to settle
+        means = _option_means(history)
+        if self.memory is None or not options or not means:
             return False
-        tried: dict[str, list[float]] = {}
-        for trial in history:
-            if isinstance(trial.config, DraftChoice):
-                tried.setdefault(trial.config.drafter.label, []).append(trial.reward)
-        if not tried:
-            return False
-        means = {label: sum(v) / len(v) for label, v in tried.items()}
         leader = max(means, key=means.get)
         best = means[leader]
         if best < self.settings.min_speedup:
@@ -357,3 +347,12 @@ class OnlineSearch:
                                 f"{best}, which was never tried; best() must return a configuration from the "
                                 "history (its measured reward decides the fallback) or None")
         return best if means[best][0] >= self.settings.min_speedup else None
+
+
+def _option_means(history: SearchHistory) -> dict[str, float]:
+    """Each drafter option's mean trial reward on this request (by option label; layer-only trials left out)."""
+    rewards: dict[str, list[float]] = {}
+    for trial in history:
+        if isinstance(trial.config, DraftChoice):
+            rewards.setdefault(trial.config.drafter.label, []).append(trial.reward)
+    return {label: sum(v) / len(v) for label, v in rewards.items()}
