@@ -366,3 +366,32 @@ def test_an_adapted_chain_is_greedy_lossless_and_drafts_longer(tiny_llama, adapt
     spec = SelfSpecDecoder(tiny_llama, None, drafter=drafter).generate(prompt, max_new_tokens=40)
     assert spec.token_ids == plain.token_ids
     assert max(s.drafted for s in spec.steps) > 2  # the int8 copy agrees with its model: chains grew
+
+
+def test_an_adapted_chain_that_is_cut_stays_greedy_lossless(tiny_llama):
+    """The int8 copy of the tiny model agrees with it everywhere, so chains are never cut there. Here every
+    eleventh position the runner reads proposes its second choice: chains grow, are cut at depth 2 or more,
+    shrink and grow again, and the output stays plain greedy decoding's (red when verification keeps a
+    mismatched draft token, and when the chain never grows)."""
+    from leap.core.modeling.low_bit import LowBitRunner
+
+    class EveryEleventhWrong(LowBitRunner):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.n_ctx = inner, inner.n_ctx
+
+        def _feed(self, tokens):
+            logits = self.inner.feed(tokens).clone()
+            if len(self.inner.cached) % 11 == 0:
+                logits[int(logits.argmax())] = float("-inf")
+            return logits
+
+        def _truncate(self, n):
+            self.inner.truncate(n)
+
+    prompt = [3, 9, 4, 4, 7, 1, 2, 8, 3, 9, 4, 4]
+    plain = SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=60)
+    drafter = LowBit(num_tokens=2, adapt=12, runner=EveryEleventhWrong(TorchInt8Runner(tiny_llama)))
+    spec = SelfSpecDecoder(tiny_llama, None, drafter=drafter).generate(prompt, max_new_tokens=60)
+    assert spec.token_ids == plain.token_ids
+    assert any(2 <= s.accepted < s.drafted for s in spec.steps) and max(s.drafted for s in spec.steps) > 6
