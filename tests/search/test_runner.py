@@ -83,8 +83,16 @@ def _bad_factory(trace):
 def test_the_search_stops_once_its_loss_budget_is_spent(tiny_qwen2, budget):
     """Losing cheaply: drafts that never pay are tried only until their loss (modelled, so deterministic)
     passes ``loss_budget`` of the request's plain time; the trial that passed it is the last."""
+    import dataclasses
+
+    from tests.costs import fake_costs
+
+    # modelled costs of the test's own, not this machine's calibration (measured afresh on an empty $LEAP_CACHE,
+    # it could price the bad drafts so cheaply that 40 trials stayed inside 10%): a verification costs 2 steps,
+    # so every bad trial loses at least one plain step
+    costs = dataclasses.replace(fake_costs(tiny_qwen2.num_layers), verify_curve={1: 2.0, 16: 2.0})
     plain = SelfSpecDecoder(tiny_qwen2, None).generate(PROMPT, max_new_tokens=60).token_ids
-    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), _bad_factory,
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None, costs=costs), _bad_factory,
                           SearchSettings(budget=40, reward="cost", give_up=0, loss_budget=budget))
     out = runner.generate(PROMPT, max_new_tokens=60)
     assert out.stop == "loss_budget" and out.fixed_config is None and out.generation.token_ids == plain
@@ -94,7 +102,7 @@ def test_the_search_stops_once_its_loss_budget_is_spent(tiny_qwen2, budget):
               for s in out.generation.steps if s.config is not None]
     assert len(losses) == out.iterations >= 1
     assert sum(losses[:-1]) <= allowed < sum(losses) == pytest.approx(out.search_loss_s)
-    unlimited = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), _bad_factory,
+    unlimited = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None, costs=costs), _bad_factory,
                              SearchSettings(budget=40, reward="cost", give_up=0, loss_budget=0)).generate(
         PROMPT, max_new_tokens=60)
     assert unlimited.iterations > out.iterations and unlimited.stop in ("budget", "done")
