@@ -16,7 +16,8 @@ Names resolve in this order (:func:`make_method`):
    the peers ``hf-pld`` (transformers' prompt lookup decoding, ``prompt_lookup_num_tokens``) and
    ``hf-early-exit`` (transformers' ``assistant_early_exit`` self-speculation), with ``hf-ar``
    (transformers' plain ``generate``) as the peers' own baseline, timed like every other method:
-   wall clock around one ``generate`` call on the same weights. The speedup column is over leap's
+   wall clock around one ``generate`` call on the same weights (``hf-ar:linears=stock``: on plain
+   ``nn.Linear`` layers, the model as transformers builds it). The speedup column is over leap's
    ``ar``; a peer's speedup over its own plain decoding is its ratio to ``hf-ar``;
 2. any search agent (``leap agents``): online search on LEAP's space (SWIFT and CLaSP on theirs);
 3. any drafter (``leap drafters``): the decoder drafting with it; ``config=`` (a configuration in
@@ -28,6 +29,7 @@ Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VA
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +40,7 @@ from leap.core.config import LayerConfig
 from leap.core.decoding.decoder import SelfSpecDecoder
 from leap.core.drafters import drafters
 from leap.core.errors import SettingsError, UnknownNameError
+from leap.core.modeling.fast_linear import stock_linears
 from leap.core.modeling.model import LeapModel
 from leap.core.decoding.outcome import GenerationOutcome
 from leap.core.registry import Registry
@@ -170,8 +173,8 @@ class TransformersPeer(BenchMethod):
     early-exit draft never reaches it), so M = new tokens / verification steps.
     """
 
-    def __init__(self, name: str, model: LeapModel, **generate_kwargs: Any) -> None:
-        self.name, self.model, self.generate_kwargs = name, model, generate_kwargs
+    def __init__(self, name: str, model: LeapModel, *, stock: bool = False, **generate_kwargs: Any) -> None:
+        self.name, self.model, self.generate_kwargs, self.stock = name, model, generate_kwargs, stock
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
         hf = self.model.hf_model
@@ -179,9 +182,10 @@ class TransformersPeer(BenchMethod):
         hook = self.model.layers[-1].register_forward_hook(lambda *a: calls.__setitem__(0, calls[0] + 1))
         sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else \
             dict(do_sample=False)
+        linears = stock_linears(hf) if self.stock else contextlib.nullcontext()
         try:
             torch.manual_seed(seed)
-            with torch.inference_mode():
+            with torch.inference_mode(), linears:
                 out = hf.generate(torch.tensor([ids], device=self.model.device), max_new_tokens=max_new_tokens,
                                   eos_token_id=sorted(self.model.eos_token_ids) or None, pad_token_id=0,
                                   **sampling, **self.generate_kwargs)
@@ -189,7 +193,8 @@ class TransformersPeer(BenchMethod):
             hook.remove()
         new = out[0, len(ids):].tolist()
         steps = max(1, calls[0] - 1)  # the first call is the prefill
-        return MethodResult(new, steps, None, ", ".join(f"{k}={v}" for k, v in self.generate_kwargs.items()))
+        settings = {**self.generate_kwargs, **({"linears": "stock"} if self.stock else {})}
+        return MethodResult(new, steps, None, ", ".join(f"{k}={v}" for k, v in settings.items()))
 
 
 @bench_methods.register("ar")
@@ -240,9 +245,13 @@ def _hf_pld(model: LeapModel, options: BenchOptions, num_tokens: int = 10, max_m
 
 
 @bench_methods.register("hf-ar")
-def _hf_ar(model: LeapModel, options: BenchOptions) -> BenchMethod:
-    """peer baseline: transformers' plain greedy/sampled model.generate (the peers' own plain decoding)"""
-    return TransformersPeer("hf-ar", model)
+def _hf_ar(model: LeapModel, options: BenchOptions, linears: str = "leap") -> BenchMethod:
+    """peer baseline: transformers' plain greedy/sampled model.generate (the peers' own plain decoding);
+    linears=stock runs it on plain nn.Linear layers, the model as transformers itself builds it"""
+    if linears not in ("leap", "stock"):
+        raise SettingsError(f"hf-ar: linears must be leap (leap's oneDNN linears, the same weights and kernels as "
+                            f"every leap method) or stock (nn.Linear, as transformers builds the model), got {linears!r}")
+    return TransformersPeer("hf-ar", model, stock=linears == "stock")
 
 
 @bench_methods.register("hf-early-exit")

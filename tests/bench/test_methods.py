@@ -69,3 +69,23 @@ def test_a_search_memory_built_elsewhere_is_read_named_and_kept_apart(tiny_llama
     assert after > before  # what the run's request measured was added to the file
     with pytest.raises(SettingsError, match="FILE.json"):
         make_method("leap-drafters", tiny_llama, memory="warm.txt", **kwargs)
+
+
+def test_hf_ar_with_stock_linears_runs_no_onednn_layer(tiny_llama, plain_ids):
+    from leap.core.modeling.fast_linear import OneDNNLinear
+
+    calls = []
+    hooks = [m.register_forward_hook(lambda *a: calls.append(1)) for m in tiny_llama.hf_model.modules()
+             if isinstance(m, OneDNNLinear)]
+    try:
+        if not hooks:
+            pytest.skip("torch built without oneDNN: the model has no OneDNNLinear to swap out")
+        res = make_method("hf-ar", tiny_llama, linears="stock").run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0)
+        assert res.token_ids == plain_ids and calls == [] and "linears=stock" in res.config
+        make_method("hf-ar", tiny_llama).run(PROMPT, max_new_tokens=4, temperature=0.0, seed=0)
+        assert calls  # the default runs leap's layers
+    finally:
+        for h in hooks:
+            h.remove()
+    with pytest.raises(SettingsError, match="linears"):
+        make_method("hf-ar", tiny_llama, linears="mkl")

@@ -18,12 +18,14 @@ float32 on the CPU (``fast_linear=True``, the default there); nothing else needs
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Iterator
 
 import torch
 from torch import nn
 
-__all__ = ["OneDNNLinear", "accelerate_linears", "onednn_available"]
+__all__ = ["OneDNNLinear", "accelerate_linears", "onednn_available", "stock_linears"]
 
 
 def _pointwise_available() -> bool:
@@ -103,3 +105,29 @@ def accelerate_linears(module: nn.Module) -> int:
         else:
             replaced += accelerate_linears(child)
     return replaced
+
+
+@contextlib.contextmanager
+def stock_linears(module: nn.Module) -> Iterator[int]:
+    """Run ``module`` with plain ``nn.Linear`` layers in place of :class:`OneDNNLinear`, then put them back.
+
+    The stand-ins share the very weight and bias tensors, so nothing is copied: this is the model exactly
+    as transformers builds it (MKL's sgemm), the baseline for "leap's plain decoding against transformers'
+    ``generate``" (``leap bench --methods hf-ar --method-arg hf-ar:linears=stock``). Yields how many layers
+    were swapped.
+    """
+    swapped: list[tuple[nn.Module, str, OneDNNLinear]] = []
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, OneDNNLinear):
+                plain = nn.Linear(child.in_features, child.out_features, bias=child.bias is not None,
+                                  device="meta")
+                plain.weight = child.weight
+                plain.bias = child.bias
+                setattr(parent, name, plain)
+                swapped.append((parent, name, child))
+    try:
+        yield len(swapped)
+    finally:
+        for parent, name, child in swapped:
+            setattr(parent, name, child)

@@ -46,3 +46,22 @@ def test_deepcopy_repacks_and_keeps_ties():
     with torch.inference_mode():
         assert torch.allclose(clone(x), model(x))
     assert clone[0].weight is not model[0].weight
+
+
+def test_stock_linears_swaps_in_plain_layers_sharing_the_weights_and_puts_them_back():
+    from leap.core.modeling.fast_linear import stock_linears
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Sequential(nn.ReLU(), nn.Linear(8, 4)))
+    accelerate_linears(model)
+    fast = [m for m in model.modules() if isinstance(m, OneDNNLinear)]
+    x = torch.randn(3, 8)
+    with torch.inference_mode():
+        want = model(x)
+        with stock_linears(model) as n:
+            assert n == 2
+            plain = [m for m in model.modules() if isinstance(m, nn.Linear)]
+            assert len(plain) == 2 and not any(isinstance(m, OneDNNLinear) for m in model.modules())
+            assert [p.weight for p in plain] == [f.weight for f in fast]  # the very tensors, not copies
+            assert torch.allclose(model(x), want, atol=1e-5)
+    assert [m for m in model.modules() if isinstance(m, OneDNNLinear)] == fast

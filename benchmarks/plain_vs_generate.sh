@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Issue 35's absolute target: leap's plain decoding (`ar`: leap's decode loop on oneDNN-packed float32 linears)
+# against transformers' own `generate` on the same weights, as transformers builds the model (`hf-ar-stock`:
+# nn.Linear, MKL's sgemm) and on leap's linears (`hf-ar`: the loop's share alone). Spec-Bench first turns, three per
+# category (39), 128 new tokens, T = 0, float32, 2 threads, one run, each whole call on one clock; greedy, so every
+# method's tokens must equal ar's (leap report's identical column).
+# `leap report OUT_DIR --baseline hf-ar-stock` gives ar over stock generate, paired by prompt, with its interval.
+# Usage: bash benchmarks/plain_vs_generate.sh OUT_DIR
+set -euo pipefail
+out="${1:?usage: bash benchmarks/plain_vs_generate.sh OUT_DIR}"
+leap bench --methods ar,hf-ar,hf-ar-stock=hf-ar --method-arg hf-ar-stock:linears=stock --num-prompts 3 \
+    --first-turn-only --max-new-tokens 128 --temperature 0 --threads 2 --seed 0 --quiet --out "$out"
+leap report "$out"
+leap report "$out" --baseline hf-ar-stock
