@@ -54,6 +54,8 @@ class BenchSettings:
     seed: int = 0
     options: BenchOptions = field(default_factory=BenchOptions)
     method_args: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: > 1: the prompts' first turns are decoded B at a time (:func:`batches`), one record per batch
+    batch_size: int = 1
 
     def __post_init__(self) -> None:
         names = [m for m in dict.fromkeys(self.methods) if m]
@@ -61,6 +63,8 @@ class BenchSettings:
         self.temperatures = [float(t) for t in self.temperatures]
         if any(t < 0 for t in self.temperatures):
             raise SettingsError(f"temperatures must be >= 0 (0 = greedy), got {self.temperatures}")
+        if self.batch_size < 1:
+            raise SettingsError(f"batch_size must be at least 1, got {self.batch_size}")
         if self.max_new_tokens < 1 or self.runs < 1 or self.warmup < 0:
             raise SettingsError("max_new_tokens and runs must be at least 1, warmup at least 0")
         labels = {m.partition("=")[0].strip() for m in self.methods}
@@ -93,6 +97,20 @@ def time_parts(total: float, parts: dict[str, float]) -> dict[str, float]:
     return out
 
 
+def batches(rows: Sequence[dict], size: int) -> list[dict]:
+    """The prompts' first turns, ``size`` at a time in order (the last batch may be smaller), as rows the harness
+    runs like prompts: ``question_id`` ``b0``, ``b1``, ...; ``category`` the members' when they share one, else
+    ``batch``; ``batch`` the member rows. One record per batch and method: its wall time around the whole
+    batched call, its tokens all rows' (so ``leap report``'s speedup is the throughput ratio, paired by batch)."""
+    out = []
+    for i in range(0, len(rows), size):
+        members = [{**r, "turns": r["turns"][:1]} for r in rows[i: i + size]]
+        cats = {m["category"] for m in members}
+        out.append({"question_id": f"b{i // size}", "category": cats.pop() if len(cats) == 1 else "batch",
+                    "turns": [f"batch of {len(members)}"], "batch": members})
+    return out
+
+
 def generations(rows: Sequence[dict], settings: BenchSettings) -> int:
     """How many generations ``rows`` make (turns x temperatures x runs x methods)."""
     return sum(len(r["turns"]) for r in rows) * len(settings.temperatures) * settings.runs * len(settings.methods)
@@ -121,6 +139,8 @@ class Bench:
                  resume: bool = False, progress: bool = True, records: RecordFile | MemoryRecords | None = None) -> None:
         if not rows:
             raise SettingsError("no prompts selected; check --prompts / --categories / --num-prompts")
+        if settings.batch_size > 1 and not all("batch" in r for r in rows):
+            rows = batches(rows, settings.batch_size)
         self.model, self.rows, self.settings = model, list(rows), settings
         self.file = records if records is not None else RecordFile(out, resume=resume)
         self.progress = progress
@@ -173,11 +193,15 @@ class Bench:
 
     def _warm_up(self) -> None:
         s = self.settings
-        ids = self.model.encode_messages([{"role": "user", "content": self.rows[0]["turns"][0]}], chat=s.chat)
+        first = self.rows[0].get("batch", [self.rows[0]])
+        batch = [self.model.encode_messages([{"role": "user", "content": r["turns"][0]}], chat=s.chat) for r in first]
         for _ in range(s.warmup):
             for method in self.methods.values():
                 try:
-                    method.run(ids, max_new_tokens=s.warmup_tokens, temperature=0.0, seed=s.seed)
+                    if "batch" in self.rows[0]:
+                        method.run_batch(batch, max_new_tokens=s.warmup_tokens, temperature=0.0, seed=s.seed)
+                    else:
+                        method.run(batch[0], max_new_tokens=s.warmup_tokens, temperature=0.0, seed=s.seed)
                 except Exception:  # noqa: BLE001 - the measured run records the failure
                     pass
 
@@ -198,7 +222,7 @@ class Bench:
                 self.file.append({**base, "status": "failed", "error": "an earlier turn of this question failed"})
                 bar.update(1)
                 continue
-            rec = self._generate(base, messages, method, temperature, run, turn)
+            rec = self._generate(base, messages, method, temperature, run, turn, row.get("batch"))
             failed = rec["status"] != "ok"
             self.file.append(rec)
             messages.append({"role": "assistant", "content": rec.get("text", "")})
@@ -206,13 +230,22 @@ class Bench:
             bar.set_postfix_str(self._postfix(name, row["category"], temperature, rec))
 
     def _generate(self, base: dict, messages: list[dict], method: BenchMethod, temperature: float, run: int,
-                  turn: int) -> dict[str, Any]:
+                  turn: int, members: list[dict] | None = None) -> dict[str, Any]:
         s = self.settings
         seed = s.seed + zlib.crc32(str(base["question_id"]).encode()) % 100_000 + 1_000_003 * run + 7919 * turn
         try:
-            ids = self.model.encode_messages(messages, chat=s.chat)
+            if members is not None:  # a batch: its members' first turns, decoded together
+                batch = [self.model.encode_messages([{"role": "user", "content": m["turns"][0]}], chat=s.chat)
+                         for m in members]
+                ids = [t for b in batch for t in b]
+            else:
+                ids = self.model.encode_messages(messages, chat=s.chat)
             start = wall_clock(self.model.device)  # the harness's clock: the whole call, whatever it does
-            res: MethodResult = method.run(ids, max_new_tokens=s.max_new_tokens, temperature=temperature, seed=seed)
+            if members is not None:
+                res: MethodResult = method.run_batch(batch, max_new_tokens=s.max_new_tokens, temperature=temperature,
+                                                     seed=seed)
+            else:
+                res = method.run(ids, max_new_tokens=s.max_new_tokens, temperature=temperature, seed=seed)
             total = wall_clock(self.model.device) - start
         except KeyboardInterrupt:
             raise
@@ -221,7 +254,8 @@ class Bench:
         rec = {**base, "status": "ok", "prompt_tokens": len(ids), "new_tokens": len(res.token_ids),
                "wall_time_s": total, **time_parts(total, res.parts), "steps": res.steps, "accept_lengths": res.accepted_lengths,
                "config": res.config, "text": self.model.decode(res.token_ids), "token_ids": res.token_ids,
-               **res.extra}
+               **res.extra, **({"batch_size": len(members), "row_question_ids": [m["question_id"] for m in members],
+                                "row_prompt_tokens": [len(b) for b in batch]} if members is not None else {})}
         if temperature == 0 and base["method"] != "ar":
             ref = self.file.find(question_id=base["question_id"], turn=turn, temperature=temperature, run=run,
                                  method="ar")

@@ -25,6 +25,11 @@ Names resolve in this order (:func:`make_method`):
    their layers, ``policy=`` their draft-length policy.
 
 Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VALUE``.
+
+Batches (``leap bench --batch-size B``, issue 37): :meth:`BenchMethod.run_batch` decodes B prompts together;
+``ar`` and the drafters without layers can (:class:`leap.core.decoding.batch.BatchDecoder`), with
+``batch_cap=N|auto`` the draft tokens per row and step (auto: a bandit over caps, 0 included, rewarded by the
+batch's measured goodput); every other method refuses, and the harness records that as a failure.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any
 import torch
 
 from leap.core.config import LayerConfig
+from leap.core.decoding.batch import BatchDecoder, batch_refusal
 from leap.core.decoding.decoder import SelfSpecDecoder
 from leap.core.drafters import drafters
 from leap.core.errors import SettingsError, UnknownNameError
@@ -87,12 +93,29 @@ class MethodResult:
 
 
 class BenchMethod:
-    """Base class: ``run`` decodes ``ids`` and returns a :class:`MethodResult`."""
+    """Base class: ``run`` decodes ``ids`` and returns a :class:`MethodResult`; ``run_batch`` (``leap bench
+    --batch-size B``) decodes several prompts together, where the method can."""
 
     name = "base"
 
     def run(self, ids: list[int], *, max_new_tokens: int, temperature: float, seed: int) -> MethodResult:
         raise NotImplementedError
+
+    def run_batch(self, batch: list[list[int]], *, max_new_tokens: int, temperature: float,
+                  seed: int) -> MethodResult:
+        """Decode ``batch`` together: the rows' tokens concatenated in ``token_ids``, each row's under
+        ``extra["row_token_ids"]`` (issue 37). The base refuses: the method decodes one request at a time."""
+        raise SettingsError(f"{self.name} decodes one request at a time (--batch-size 1); batched decoding is "
+                            f"built for ar and the drafters without layers (leap.core.decoding.batch)")
+
+
+def batch_result(out: Any) -> MethodResult:
+    """A :class:`leap.core.decoding.batch.BatchOutcome` as one record's result."""
+    rows = out.rows
+    return MethodResult([t for r in rows for t in r.token_ids], out.steps, [n for r in rows for n in r.accepted_lengths],
+                        None, {"row_token_ids": [r.token_ids for r in rows], "row_new_tokens": [len(r.token_ids) for r in rows],
+                               "row_latency_s": [r.latency_s for r in rows], "batch_caps": out.caps},
+                        {"prefill_s": out.prefill_time_s, "decode_s": out.decode_time_s})
 
 
 BenchFactory = Callable[..., BenchMethod]  # (model, options, **method_args) -> BenchMethod
@@ -100,14 +123,33 @@ bench_methods: Registry[BenchFactory] = Registry("benchmark method", "leap.bench
 
 
 class DecoderMethod(BenchMethod):
-    """A :class:`SelfSpecDecoder` run as is: plain decoding, a fixed configuration, or a drafter."""
+    """A :class:`SelfSpecDecoder` run as is: plain decoding, a fixed configuration, or a drafter.
 
-    def __init__(self, name: str, decoder: SelfSpecDecoder) -> None:
-        self.name, self.decoder = name, decoder
+    ``batch`` (a :class:`leap.core.decoding.batch.BatchDecoder`): how the method decodes a batch, where it can
+    (plain decoding, drafters without layers)."""
+
+    def __init__(self, name: str, decoder: SelfSpecDecoder, batch: Any = None) -> None:
+        self.name, self.decoder, self.batch = name, decoder, batch
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
         out = self.decoder.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         return MethodResult.from_outcome(out)
+
+    def run_batch(self, batch, *, max_new_tokens, temperature, seed):
+        if self.batch is None:
+            return super().run_batch(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+        return batch_result(self.batch.generate(batch, max_new_tokens=max_new_tokens, temperature=temperature,
+                                                seed=seed))
+
+
+def _batch_cap(value: Any) -> int | str:
+    """``batch_cap=N|auto``: the draft tokens per row and step of a batch (auto: the goodput bandit)."""
+    if str(value) == "auto":
+        return "auto"
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise SettingsError(f"batch_cap takes a number of draft tokens or auto, got {value!r}") from None
 
 
 class SearchMethod(BenchMethod):
@@ -199,8 +241,8 @@ class TransformersPeer(BenchMethod):
 
 @bench_methods.register("ar")
 def _ar(model: LeapModel, options: BenchOptions) -> BenchMethod:
-    """plain autoregressive decoding (the speedup baseline)"""
-    return DecoderMethod("ar", SelfSpecDecoder(model, None))
+    """plain autoregressive decoding (the speedup baseline; batched with --batch-size)"""
+    return DecoderMethod("ar", SelfSpecDecoder(model, None), BatchDecoder(model))
 
 
 def _leap(name: str, **ablation: bool) -> BenchFactory:
@@ -289,6 +331,11 @@ def make_method(name: str, model: LeapModel, options: BenchOptions = BenchOption
         layer_config = LayerConfig.parse(str(config), model.num_layers) if config is not None else None
         if layer_config is None and name == "layer-skip":
             raise SettingsError("layer-skip needs a configuration: --method-arg layer-skip:config=skip=5-7")
-        return DecoderMethod(name, SelfSpecDecoder(model, layer_config, policy, drafter=name, drafter_kwargs=kwargs,
-                                                   tree_verify=tree_verify))
+        cap = _batch_cap(kwargs.pop("batch_cap", 16))
+        decoder = SelfSpecDecoder(model, layer_config, policy, drafter=name, drafter_kwargs=kwargs,
+                                  tree_verify=tree_verify)
+        batch = None
+        if layer_config is None and batch_refusal(drafters.get(name)) is None:
+            batch = BatchDecoder(model, name, drafter_kwargs=kwargs, num_tokens=cap)
+        return DecoderMethod(name, decoder, batch)
     raise UnknownNameError(f"unknown benchmark method {name!r}; known: {', '.join(method_names())}")

@@ -50,6 +50,9 @@ def add_harness_args(b, out: str) -> None:
     b.add_argument("--runs", type=int, default=1, help="repeat every generation R times (default 1)")
     b.add_argument("--warmup", type=int, default=1, help="warm-up passes over the methods before timing (default 1)")
     b.add_argument("--first-turn-only", action="store_true", help="run only the first turn of multi-turn questions")
+    b.add_argument("--batch-size", type=int, default=1, metavar="B",
+                   help="decode the prompts' first turns B at a time (ar and drafters without layers; "
+                        "--method-arg M:batch_cap=N|auto); one record per batch, speedup = throughput ratio")
     b.add_argument("--budget", type=int, default=40, help="search iterations per prompt (default 40)")
     b.add_argument("--reward", choices=["measured", "cost"], default="measured")
     b.add_argument("--min-speedup", type=float, default=1.0)
@@ -103,6 +106,10 @@ def execute(args: argparse.Namespace, methods: list[str], per_method: dict[str, 
                              args.categories.split(",") if args.categories else None)
     if args.first_turn_only:
         rows = [{**r, "turns": r["turns"][:1]} for r in rows]
+    if args.batch_size > 1:  # batches made once, here, so that Ray workers take whole batches
+        from leap.bench.harness import batches
+
+        rows = batches(rows, args.batch_size)
     try:
         temps = [float(t) for t in args.temperature.split(",")]
     except ValueError:
@@ -110,6 +117,7 @@ def execute(args: argparse.Namespace, methods: list[str], per_method: dict[str, 
     settings = BenchSettings(
         methods=methods, temperatures=temps, max_new_tokens=args.max_new_tokens,
         runs=args.runs, warmup=args.warmup, chat=args.chat, seed=args.seed, method_args=per_method,
+        batch_size=args.batch_size,
         options=BenchOptions(budget=args.budget, reward=args.reward, min_speedup=args.min_speedup,
                              give_up=args.give_up, draft_policy=args.draft_policy, seed=args.seed,
                              steps_per_trial=args.steps_per_trial, tree_verify=args.tree_verify,

@@ -189,3 +189,33 @@ def test_the_serial_bench_never_imports_ray():
             "print('ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"
+
+
+BATCH_ROWS = [{"question_id": f"q{i}", "category": "alpha" if i < 2 else "beta",
+               "turns": [" ".join(f"w{(i * 3 + j) % 11 + 4}" for j in range(3 + 2 * i)) * 2]} for i in range(5)]
+
+
+def test_batches_decode_first_turns_together_one_record_a_batch_each_row_as_alone(tiny_llama, tmp_path):
+    from leap.bench.harness import batches
+    from leap.core import SelfSpecDecoder
+
+    Bench(tiny_llama, BATCH_ROWS, settings(methods=["prompt-lookup", "leap"], batch_size=2), tmp_path,
+          progress=False).run()
+    recs = answers(tmp_path)
+    ok = [r for r in recs if r["status"] == "ok"]
+    assert [r["question_id"] for r in ok if r["method"] == "ar"] == ["b0", "b1", "b2"]  # 5 prompts: 2 + 2 + 1
+    assert [r["category"] for r in ok if r["method"] == "ar"] == ["alpha", "beta", "beta"]
+    for r in ok:
+        assert r["batch_size"] == len(r["row_token_ids"]) and r["new_tokens"] == sum(map(len, r["row_token_ids"]))
+        assert r["token_ids"] == [t for row in r["row_token_ids"] for t in row]
+        for qid, row in zip(r["row_question_ids"], r["row_token_ids"]):  # every row: its prompt decoded alone
+            text = next(b["turns"][0] for b in BATCH_ROWS if b["question_id"] == qid)
+            alone = SelfSpecDecoder(tiny_llama, None).generate(tiny_llama.encode_messages(
+                [{"role": "user", "content": text}], chat=False), max_new_tokens=12).token_ids
+            assert row == alone
+    assert all(r["lossless"] for r in ok if r["method"] == "prompt-lookup")
+    refused = [r for r in recs if r["method"] == "leap"]
+    assert len(refused) == 3 and all(r["status"] == "failed" and "one request at a time" in r["error"] for r in refused)
+    assert len(batches(BATCH_ROWS, 4)) == 2 and batches(BATCH_ROWS, 4)[1]["batch"][0]["question_id"] == "q4"
+    with pytest.raises(SettingsError, match="batch_size"):
+        settings(batch_size=0)

@@ -89,3 +89,31 @@ def test_hf_ar_with_stock_linears_runs_no_onednn_layer(tiny_llama, plain_ids):
             h.remove()
     with pytest.raises(SettingsError, match="linears"):
         make_method("hf-ar", tiny_llama, linears="mkl")
+
+
+def _batchable():
+    from leap.core.decoding.batch import batch_refusal
+    from leap.core.drafters import drafters
+
+    return [n for n in drafters.names() if batch_refusal(drafters.get(n)) is None]
+
+
+@pytest.mark.parametrize("name", ["ar", *_batchable()])
+def test_every_method_that_decodes_batches_gives_each_row_its_plain_decoding(name, tiny_llama, plain_ids):
+    """Every registered drafter without layers decodes batches (issue 37), row by row lossless; the rest refuse."""
+    from leap.core.drafters import drafters
+
+    example = dict(drafters.get(name).example_kwargs) if name in drafters else {}
+    other = [9, 4, 11]
+    alone = make_method("ar", tiny_llama).run(other, max_new_tokens=16, temperature=0.0, seed=0).token_ids
+    res = make_method(name, tiny_llama, **example).run_batch([PROMPT, other, PROMPT], max_new_tokens=16,
+                                                              temperature=0.0, seed=0)
+    assert res.extra["row_token_ids"] == [plain_ids, alone, plain_ids]
+    assert res.token_ids == [*plain_ids, *alone, *plain_ids]
+
+
+def test_methods_that_cannot_batch_say_so(tiny_llama):
+    for name in ("leap", "layer-skip", "hf-ar"):
+        kwargs = {"config": "skip=2"} if name == "layer-skip" else {}
+        with pytest.raises(SettingsError, match="one request at a time"):
+            make_method(name, tiny_llama, **kwargs).run_batch([PROMPT], max_new_tokens=4, temperature=0.0, seed=0)

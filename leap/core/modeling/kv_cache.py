@@ -119,6 +119,25 @@ class KVLayer:
         self._keys[:, :, dest:end] = self._keys.index_select(2, index)
         self._values[:, :, dest:end] = self._values.index_select(2, index)
 
+    def select_rows(self, index: torch.Tensor) -> None:
+        """Keep the batch rows ``index`` (a batch's finished requests leave it; :mod:`leap.core.decoding.batch`)."""
+        if self._keys is not None:
+            self._keys, self._values = self._keys.index_select(0, index), self._values.index_select(0, index)
+            self._shared = False
+
+    def gather_slots(self, index: torch.Tensor) -> None:
+        """Row ``r``'s entries become its entries at ``index[r]`` (``[batch, n]``), in that order; length ``n``
+        (a batch packing each row's valid entries to the front; :mod:`leap.core.decoding.batch`)."""
+        if self._keys is None:
+            return
+        b, n = index.shape
+        full = index.view(b, 1, n, 1).expand(b, self._keys.shape[1], n, self._keys.shape[3])
+        keys, values = self._keys.gather(2, full), self._values.gather(2, full)
+        if self._shared:
+            self._reserve(self._keys, self.length)
+        self._keys[:, :, :n], self._values[:, :, :n] = keys, values
+        self.length = n
+
     def fork(self, length: int) -> KVLayer:
         """A layer that sees this layer's first ``length`` entries and copies them on its first write."""
         child = KVLayer()
@@ -155,6 +174,16 @@ class LeapKVCache:
         """:meth:`KVLayer.keep` on every layer."""
         for layer in self.layers:
             layer.keep(dest, sources)
+
+    def select_rows(self, index: torch.Tensor) -> None:
+        """:meth:`KVLayer.select_rows` on every layer."""
+        for layer in self.layers:
+            layer.select_rows(index)
+
+    def gather_slots(self, index: torch.Tensor) -> None:
+        """:meth:`KVLayer.gather_slots` on every layer."""
+        for layer in self.layers:
+            layer.gather_slots(index)
 
     def fork(self, length: int) -> LeapKVCache:
         """A copy-on-write view of every layer's first ``length`` entries."""

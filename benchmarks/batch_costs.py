@@ -1,0 +1,70 @@
+"""What a batched forward costs: B rows x q new tokens each over a 300-token context, against one row and one
+token (issue 37: where the verifier turns compute-bound). Medians of interleaved repeats.
+
+Usage: python benchmarks/batch_costs.py [--out docs/data/batch_costs.json] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from leap.core.decoding.batch import BatchState
+from leap.core.modeling.layers import LayerStack
+from leap.core.modeling.model import load_model
+from leap.core.runtime.provenance import provenance
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--context", type=int, default=300)
+    ap.add_argument("--repeats", type=int, default=15)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    model = load_model("smollm2")
+    stack = LayerStack(model)
+    sizes, qs = (1, 2, 4, 8), (1, 2, 4, 8, 16)
+    gen = torch.Generator().manual_seed(0)
+    states = {}
+    with torch.inference_mode():
+        for b in sizes:
+            state = BatchState(stack, b, args.context + 32)
+            ids = torch.randint(100, 20000, (b, args.context), generator=gen)
+            pos = torch.arange(args.context).repeat(b, 1)
+            state.forward(ids, pos, torch.ones(b, args.context, dtype=torch.bool))
+            states[b] = state
+        times: dict[tuple[int, int], list[float]] = {(b, q): [] for b in sizes for q in qs}
+        for _ in range(args.repeats):
+            for b in sizes:
+                for q in qs:
+                    state = states[b]
+                    start = state.slots
+                    ids = torch.randint(100, 20000, (b, q), generator=gen)
+                    pos = torch.arange(start, start + q).repeat(b, 1)
+                    t0 = time.perf_counter()
+                    hidden = state.forward(ids, pos, torch.ones(b, q, dtype=torch.bool))
+                    model.lm_head(model.norm(hidden))
+                    times[(b, q)].append(time.perf_counter() - t0)
+                    state.keep(start, [0] * b)
+    one = statistics.median(times[(1, 1)])
+    rows = [{"batch": b, "tokens_per_row": q, "ms": 1000 * statistics.median(times[(b, q)]),
+             "cost_in_steps": statistics.median(times[(b, q)]) / one,
+             "per_token_in_steps": statistics.median(times[(b, q)]) / one / (b * q)} for b in sizes for q in qs]
+    print("| B \\ tokens per row | " + " | ".join(str(q) for q in qs) + " |")
+    print("|---" * (len(qs) + 1) + "|")
+    for b in sizes:
+        print(f"| {b} | " + " | ".join(f"{r['cost_in_steps']:.2f}" for r in rows if r["batch"] == b) + " |")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"provenance": provenance(model), "context": args.context, "threads": args.threads,
+                       "one_token_ms": 1000 * one, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Batched decoding (issue 37): every row of every batch is what decoding that prompt alone gives.
+
+Greedy: token identity per row against :class:`SelfSpecDecoder` plain decoding of the prompt alone, on random
+batches (sizes, prompt lengths, drafters, chain caps, budgets; EOS stops on the tiny Llama, a sliding window on
+the tiny Mistral). Sampling: each row's two-token distribution against the exact target distribution, with a
+negative control (a rule that accepts every draft) the same test rejects.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from leap.core import SelfSpecDecoder
+from leap.core.decoding.batch import BatchDecoder, batch_refusal
+from leap.core.drafters import Drafter
+from leap.core.errors import SettingsError
+from leap.core.verify.sampling import SamplingSettings, sample
+from tests.core.verify.test_sampling import NEGATIVE_N, _chi2_pvalue, _exact_two_token_distribution
+from tests.tiny import tiny_model
+
+
+def _alone(model, prompt, max_new):
+    return SelfSpecDecoder(model, None).generate(prompt, max_new_tokens=max_new)
+
+
+class _NearOracle(Drafter):
+    """Proposes the plain output of its prompt, wrong at every third position it proposes, shifted by its prompt's length (so rows accept
+    different lengths every step and the batch's cache gets holes); the test fills :attr:`reference`."""
+
+    name = "near-oracle"
+    reference: dict[tuple, list[int]] = {}
+
+    def begin(self, prompt):
+        self.prompt = tuple(prompt)
+
+    def propose(self, tokens, max_tokens):
+        done = len(tokens) - len(self.prompt)
+        out = list(self.reference[self.prompt][done: done + max_tokens])
+        return [(t + 1) % 50 if (done + i + len(self.prompt)) % 3 == 2 else t for i, t in enumerate(out)]
+
+
+prompts = st.lists(st.lists(st.integers(4, 12), min_size=1, max_size=18), min_size=1, max_size=4)
+
+
+@given(batch=prompts, drafter=st.sampled_from([None, "prompt-lookup", "suffix", "oracle"]),
+       cap=st.integers(0, 6), max_new=st.integers(1, 14))
+def test_every_row_is_plain_decoding_of_its_prompt_alone(tiny_any, batch, drafter, cap, max_new):
+    alone = [_alone(tiny_any, p, max_new) for p in batch]
+    if drafter == "oracle":
+        _NearOracle.reference = {tuple(p): a.token_ids + [0] * 20 for p, a in zip(batch, alone)}
+        drafter = _NearOracle
+    out = BatchDecoder(tiny_any, drafter, num_tokens=cap, compact_min=0, compact_share=0).generate(batch, max_new_tokens=max_new)
+    for row, ref in zip(out.rows, alone):
+        assert row.token_ids == ref.token_ids
+        assert row.stop_reason == ref.stop_reason
+        assert sum(row.accepted_lengths) == len(row.token_ids) and row.steps == len(row.accepted_lengths)
+
+
+def test_a_row_that_accepts_more_leaves_holes_that_stay_masked(tiny_llama):
+    """The near-oracle makes rows accept different lengths each step: without packing, holes pile up; with
+    packing after every step, the cache is rebuilt from the rows' valid slots. Both stay identical."""
+    batch = [[5, 6, 7, 8, 9, 10], [11, 4], [6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6], [9]]
+    alone = [_alone(tiny_llama, p, 24) for p in batch]
+    _NearOracle.reference = {tuple(p): a.token_ids + [0] * 20 for p, a in zip(batch, alone)}
+    for compact in (0, 10_000):
+        out = BatchDecoder(tiny_llama, _NearOracle, num_tokens=6, compact_min=compact, compact_share=0).generate(
+            batch, max_new_tokens=24)
+        assert [r.token_ids for r in out.rows] == [a.token_ids for a in alone]
+        assert max(max(r.accepted_lengths) for r in out.rows) > 1  # drafts were accepted
+        assert len({tuple(r.accepted_lengths[:3]) for r in out.rows}) > 1  # and rows differed
+
+
+def test_rows_leave_at_their_own_stop(tiny_llama):
+    batch = [[5, 6, 7], [8, 9, 10, 11]]
+    out = BatchDecoder(tiny_llama).generate(batch, max_new_tokens=3)
+    assert [len(r.token_ids) for r in out.rows] == [len(_alone(tiny_llama, p, 3).token_ids) for p in batch]
+    short = BatchDecoder(tiny_llama).generate([[5, 6, 7]], max_new_tokens=1)
+    assert len(short.rows[0].token_ids) == 1 and short.steps == 1
+
+
+def test_drafters_that_cannot_draft_in_a_batch_are_refused_with_the_reason(tiny_llama):
+    from leap.core.drafters import drafters
+
+    assert "own layers" in batch_refusal(drafters.get("layer-skip"))
+    assert batch_refusal(drafters.get("prompt-lookup")) is None
+    with pytest.raises(SettingsError, match="layer-skip.*cannot draft in a batch"):
+        BatchDecoder(tiny_llama, "layer-skip")
+    with pytest.raises(SettingsError, match="num_tokens"):
+        BatchDecoder(tiny_llama, num_tokens=-1)
+
+
+def _sample_rows(model, prompts, batches, monkeypatch=None, accept_all=False):
+    """Two-token samples of each row over ``batches`` batch calls (row r of call c: seed 1000 c + r)."""
+    import leap.core.decoding.batch as batch_module
+
+    if accept_all:  # the negative control: every draft token kept, then a sample from the target
+        monkeypatch.setattr(batch_module, "speculative_accept",
+                            lambda draft, q, p, g: (len(draft), sample(p[len(draft)], g)))
+    V = model.vocab_size
+    counts = [torch.zeros(V * V) for _ in prompts]
+    decoder = BatchDecoder(model, "prompt-lookup", num_tokens=2)
+    for c in range(batches):
+        out = decoder.generate(prompts, max_new_tokens=2, temperature=1.0, seed=1000 * c)
+        for r, row in enumerate(out.rows):
+            counts[r][row.token_ids[0] * V + row.token_ids[1]] += 1
+    return counts
+
+
+def test_sampled_rows_follow_the_target_distribution_and_a_rule_that_keeps_every_draft_does_not(monkeypatch):
+    model = tiny_model("llama", vocab=12, eos_token_id=None, init=0.3)
+    repetitive, short = [4, 7, 4, 7, 4], [9, 2]  # prompt lookup drafts [7, 4] after the first; nothing after the second
+    settings = SamplingSettings(1.0, 1.0)
+    exact = {tuple(p): _exact_two_token_distribution(model, p, settings) for p in (repetitive, short)}
+    prompts = [repetitive, short, repetitive]
+    n = 1500
+    counts = _sample_rows(model, prompts, n)
+    for p, c in zip(prompts, counts):
+        assert _chi2_pvalue(c, exact[tuple(p)]) > 1e-3
+        assert 0.5 * (c / n - exact[tuple(p)]).abs().sum() < 0.12
+    wrong = _sample_rows(model, prompts, NEGATIVE_N, monkeypatch, accept_all=True)
+    assert _chi2_pvalue(wrong[0], exact[tuple(repetitive)]) < 1e-6
+
