@@ -26,7 +26,8 @@ the model's layers (``uses_layers``, an ``exit_layer``), read the verifier's fea
 branch (``tree_nodes > 1``) are refused with the reason: their batched forms are not built.
 
 The chain cap per step is ``num_tokens`` (fixed), or chosen by :class:`~leap.core.policies.batch_caps.GoodputBandit` (``num_tokens="auto"``) from the goodput measured on the batch itself, with 0 (no drafting:
-plain batched decoding) among its arms - speculation turns itself off where it loses.
+plain batched decoding) among its arms - speculation turns itself off where it loses. One bandit per number
+of rows still in the batch, kept across calls, so later batches start from what earlier ones measured.
 
 Who calls what: ``leap bench --batch-size B`` (:mod:`leap.bench.harness`, through
 :meth:`leap.bench.methods.BenchMethod.run_batch`) and library code call :meth:`BatchDecoder.generate`.
@@ -127,6 +128,35 @@ class BatchState:
                                 leap_window_mask=window_mask)
         return hidden
 
+    def prefill(self, prompts: Sequence[Sequence[int]]) -> None:
+        """Take in every prompt but its last token (pending), each row alone - exactly the single-request prefill,
+        with no padded positions computed - then lay the rows' entries out right-aligned in the batch's slots
+        (the shorter rows' leading slots are holes)."""
+        stack = self.stack
+        width = max(len(p) for p in prompts) - 1
+        if width <= 0:
+            return
+        caches = []
+        for p in prompts:
+            cache = stack.new_cache(len(p))
+            if len(p) > 1:
+                stack.run_layers(stack.embed(p[:-1]), stack.full_plan, cache, 0)
+            caches.append(cache)
+        for i, layer in enumerate(self.cache.layers):
+            like = next(c.layers[i].keys for c in caches if c.layers[i].is_initialized)
+            keys = like.new_zeros(len(prompts), like.shape[1], width, like.shape[3])
+            values = torch.zeros_like(keys)
+            for r, c in enumerate(caches):
+                n = c.layers[i].length
+                if n:
+                    keys[r, :, width - n:] = c.layers[i].keys[0]
+                    values[r, :, width - n:] = c.layers[i].values[0]
+            layer.append(keys, values)
+        lengths = torch.tensor([len(p) - 1 for p in prompts], device=stack.device)
+        slot = torch.arange(width, device=stack.device)[None, :]
+        self.valid = slot >= (width - lengths)[:, None]
+        self.slot_pos = (slot - (width - lengths)[:, None]).clamp_min(0)
+
     def _additive(self, allowed: torch.Tensor) -> torch.Tensor:
         dtype = self.stack.dtype
         mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
@@ -189,6 +219,7 @@ class BatchDecoder:
         self.drafter, self.drafter_kwargs = drafter, dict(drafter_kwargs or {})
         self.compact_min, self.compact_share = int(compact_min), float(compact_share)
         self._pool: list[Drafter] = []
+        self._policies: dict[int, Any] = {}  # rows in the batch -> its cap policy (FixedCap or GoodputBandit)
         if drafter is not None:
             why = batch_refusal(drafters.get(drafter) if isinstance(drafter, str) else drafter)
             if why:
@@ -199,25 +230,28 @@ class BatchDecoder:
         self.num_tokens = num_tokens
         self.caps = tuple(int(c) for c in caps)
 
-    def _drafter(self, row: int, prompt: list[int], settings: SamplingSettings) -> Drafter | None:
-        """Row ``row``'s drafter for a new request: one instance per row, kept across calls (as a
-        :class:`SelfSpecDecoder` keeps its drafter across requests: ``begin`` starts each request afresh), so
-        model state such as a llama.cpp context is made once per row, not once per batch."""
+    def _drafters(self, prompts: list[list[int]], settings: SamplingSettings) -> list[Drafter] | None:
+        """The rows' drafters for new requests: one instance per row, kept across calls (as a
+        :class:`SelfSpecDecoder` keeps its drafter across requests: ``begin`` starts each request afresh) and
+        joined once (:meth:`Drafter.join_rows`: lowbit's rows share one llama.cpp context), then told the prompts
+        together (:meth:`Drafter.begin_rows`)."""
         if self.drafter is None:
             return None
-        while len(self._pool) <= row:
-            self._pool.append(make_drafter(self.drafter, **self.drafter_kwargs) if isinstance(self.drafter, str)
-                              else self.drafter(**self.drafter_kwargs))
-        d = self._pool[row]
-        if d.needs_costs:
-            from leap.core.decoding.calibrate import calibration_for
+        if len(self._pool) < len(prompts):
+            self._pool = [make_drafter(self.drafter, **self.drafter_kwargs) if isinstance(self.drafter, str)
+                          else self.drafter(**self.drafter_kwargs) for _ in prompts]
+            type(self._pool[0]).join_rows(self._pool, self.model)
+        rows = self._pool[: len(prompts)]
+        for d in rows:
+            if d.needs_costs:
+                from leap.core.decoding.calibrate import calibration_for
 
-            d.use_costs(calibration_for(self.model))
-        if d.needs_model:
-            d.use_model(self.model)
-        d.use_sampling(settings)
-        d.begin(prompt)
-        return d
+                d.use_costs(calibration_for(self.model))
+            if d.needs_model:
+                d.use_model(self.model)
+            d.use_sampling(settings)
+        type(rows[0]).begin_rows(rows, prompts)
+        return rows
 
     def generate(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128, temperature: float = 0.0,
                  top_p: float = 1.0, seed: int = 0) -> BatchOutcome:
@@ -245,44 +279,41 @@ class BatchDecoder:
             g = torch.Generator(device=model.device)
             g.manual_seed(int(seed) + r)
             generators.append(g)
-        policy = GoodputBandit(self.caps) if self.num_tokens == "auto" else FixedCap(int(self.num_tokens))
         state = BatchState(stack, batch, longest + max_new_tokens)
         with torch.inference_mode():
-            drafters = [self._drafter(r, p, settings) for r, p in enumerate(prompts)]
-            # prefill: every prompt but its last token (pending), left-padded
-            width = longest - 1
-            if width:
-                ids = torch.zeros(batch, width, dtype=torch.long)
-                pos = torch.zeros(batch, width, dtype=torch.long)
-                real = torch.zeros(batch, width, dtype=torch.bool)
-                for r, p in enumerate(prompts):
-                    n = len(p) - 1
-                    if n:
-                        ids[r, width - n:] = torch.tensor(p[:-1])
-                        pos[r, width - n:] = torch.arange(n)
-                        real[r, width - n:] = True
-                dev = model.device
-                state.forward(ids.to(dev), pos.to(dev), real.to(dev))
+            drafters = self._drafters(prompts, settings)
+            state.prefill(prompts)  # every prompt but its last token (pending)
             prefill = time.perf_counter() - t0
             active = list(range(batch))  # request index of each batch row
             caps: list[int] = []
             while active:
                 t_step = time.perf_counter()
+                # the cap policy of this many rows, kept across calls: goodput depends on the rows in the batch, and
+                # what one batch measured is what the next one starts from (a run pays its exploration once)
+                policy = self._policies.get(len(active))
+                if policy is None:
+                    policy = self._policies[len(active)] = GoodputBandit(self.caps) if self.num_tokens == "auto" \
+                        else FixedCap(int(self.num_tokens))
                 cap = policy.choose()
-                drafts: list[StepDraft] = []
-                for r in active:
-                    draft = StepDraft(t_start=None)
-                    room = min(cap, max_new_tokens - len(rows[r].token_ids) - 1)
-                    d = drafters[r]
-                    if d is not None and room > 0:
-                        if d.samples_drafts and not settings.greedy:
+                drafts = [StepDraft(t_start=None) for _ in active]
+                rooms = [min(cap, max_new_tokens - len(rows[r].token_ids) - 1) for r in active]
+                if drafters is not None and settings.greedy:  # every row's chain, together where the drafter can
+                    chains = type(drafters[0]).propose_rows([drafters[r] for r in active], [tokens[r] for r in active],
+                                                            [max(room, 0) for room in rooms])
+                    for draft, chain, room in zip(drafts, chains, rooms):
+                        draft.take_free(chain[:max(room, 0)], None, eos)
+                elif drafters is not None:
+                    for draft, r, room in zip(drafts, active, rooms):
+                        d = drafters[r]
+                        if room <= 0:
+                            continue
+                        if d.samples_drafts:
                             drawn = d.propose_sampled(tokens[r], room, generators[r])[:room]
                             draft.take_free([t for t, _ in drawn], [q for _, q in drawn], eos,
                                             (model.vocab_size, model.device))
                         else:
                             draft.take_free(d.propose(tokens[r], room)[:room], None, eos,
-                                            None if settings.greedy else (model.vocab_size, model.device))
-                    drafts.append(draft)
+                                            (model.vocab_size, model.device))
                 q = 1 + max(len(d.tokens) for d in drafts)
                 ids = torch.zeros(len(active), q, dtype=torch.long)
                 pos = torch.zeros(len(active), q, dtype=torch.long)
@@ -315,7 +346,7 @@ class BatchDecoder:
                     rows[r].steps += 1
                     rows[r].accepted_lengths.append(got)
                     kept.append(1 + accepted)
-                    d = drafters[r]
+                    d = drafters[r] if drafters is not None else None
                     if d is not None:
                         if d.needs_logits:
                             d.observe([pending, *draft.tokens[:accepted]], row_logits[: accepted + 1])

@@ -88,6 +88,28 @@ class Drafter:
     def begin(self, prompt: Sequence[int]) -> None:
         """A new request starts with these prompt tokens."""
 
+    # ------------------------------------------------------------------ the rows of a batch (issue 37)
+    @classmethod
+    def join_rows(cls, rows: Sequence[Drafter], model: Any) -> None:
+        """:class:`leap.core.decoding.batch.BatchDecoder` made ``rows``, one instance per batch row, before their
+        first request: a class whose model drafts faster for several rows at once may give them one shared state
+        (``lowbit``: one llama.cpp context, a sequence per row). The base leaves them independent."""
+
+    @classmethod
+    def begin_rows(cls, rows: Sequence[Drafter], prompts: Sequence[Sequence[int]]) -> None:
+        """:meth:`begin` of every row's new request (default: one after the other; ``lowbit`` takes the prompts in
+        together)."""
+        for d, p in zip(rows, prompts):
+            d.begin(p)
+
+    @classmethod
+    def propose_rows(cls, rows: Sequence[Drafter], tokens: Sequence[Sequence[int]],
+                     max_tokens: Sequence[int]) -> list[list[int]]:
+        """Greedy chains for the rows of a batch: row ``i``'s is what ``rows[i].propose(tokens[i], max_tokens[i])``
+        gives (default: exactly that, one row after the other; ``lowbit`` drafts every row's next token in one
+        pass)."""
+        return [d.propose(t, m) if m > 0 else [] for d, t, m in zip(rows, tokens, max_tokens)]
+
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         """Up to ``max_tokens`` candidate tokens to follow ``tokens`` (prompt + output so far)."""
         raise NotImplementedError

@@ -45,7 +45,7 @@ import torch
 
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
-from leap.core.modeling.low_bit import QUANTS, LowBitRunner, make_runner
+from leap.core.modeling.low_bit import QUANTS, LowBitRunner, make_row_runners, make_runner
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.trees.stochastic_tree import delayed_shape, fill_shape, gumbel_top_k, most_likely, sibling_shape
 from leap.core.verify.sampling import SamplingSettings, target_probs
@@ -129,14 +129,14 @@ class LowBit(Drafter):
             raise SettingsError("lowbit: no model bound; the decoding session calls use_model(model) first")
         return self.runner
 
-    def begin(self, prompt: Sequence[int]) -> None:
+    def begin(self, prompt: Sequence[int], take_in: bool = True) -> None:
         """Take in the prompt now, when the drafter joins the request (on the request's clock, as before), so that
         its first draft step - a search's first trial of ``lowbit`` - times drafting, not the prompt's ingestion.
         With a ``window``, only the prompt's last ``window`` tokens (and then everything generated) are the
         draft's context: a long prompt is taken in faster, the draft sees less of it (lossless either way)."""
         self._start = max(len(prompt) - self.window, 0) if self.window else 0
         self.chain = self.num_tokens
-        if self.runner is not None and len(prompt) > 1:
+        if take_in and self.runner is not None and len(prompt) > 1:  # (begin_rows takes the rows' in together)
             context = self._context(prompt, 0)
             if len(context) > 1:
                 self.runner.sync(context[:-1])
@@ -150,6 +150,58 @@ class LowBit(Drafter):
         if limit is not None and len(tokens) - self._start + extra > limit:
             self._start = min(max(len(tokens) + extra - limit // 2, 0), len(tokens) - 1)
         return list(tokens[self._start:])
+
+    # ------------------------------------------------------------------ the rows of a batch (issue 37)
+    @classmethod
+    def join_rows(cls, rows: Sequence[Drafter], model: Any) -> None:
+        """Rows alike (same runner settings, no runner of their own) share one runner context, a sequence each
+        (:func:`~leap.core.modeling.low_bit.make_row_runners`), so that :meth:`propose_rows` drafts them together."""
+        mine = [r for r in rows if isinstance(r, LowBit) and not r._fixed]
+        if len(mine) < 2 or len({tuple(sorted(r.runner_args.items())) for r in mine}) > 1:
+            return
+        for row, runner in zip(mine, make_row_runners(model, len(mine), **mine[0].runner_args)):
+            row.runner, row._model_id = runner, id(model)
+
+    @classmethod
+    def begin_rows(cls, rows: Sequence[Drafter], prompts: Sequence[Sequence[int]]) -> None:
+        """:meth:`begin` of every row, the prompts taken in together (one pass where the rows share a context)."""
+        lows = [(r, p) for r, p in zip(rows, prompts) if isinstance(r, LowBit)]
+        for r, p in lows:
+            r.begin(p, take_in=False)
+        todo = [(r, r._context(p, 0)[:-1]) for r, p in lows if r.runner is not None and len(p) > 1]
+        todo = [(r, c) for r, c in todo if c]
+        if todo:
+            LowBitRunner.sync_rows([r.runner for r, _ in todo], [c for _, c in todo])
+
+    @classmethod
+    def propose_rows(cls, rows: Sequence[Drafter], tokens: Sequence[Sequence[int]],
+                     max_tokens: Sequence[int]) -> list[list[int]]:
+        """Every row's greedy chain (what its :meth:`propose` gives), drafted depth by depth: one runner pass feeds
+        every row still drafting its latest token."""
+        if not all(isinstance(r, LowBit) and r.skeleton is None for r in rows):
+            return super().propose_rows(rows, tokens, max_tokens)
+        n = [min(m, r.chain) for r, m in zip(rows, max_tokens)]
+        out: list[list[int]] = [[] for _ in rows]
+        live = [i for i in range(len(rows)) if n[i] > 0]
+        if not live:
+            return out
+        logits = LowBitRunner.sync_rows([rows[i]._runner() for i in live],
+                                        [rows[i]._context(tokens[i], rows[i].chain) for i in live])
+        while live:
+            going = []
+            for i, row_logits in zip(live, logits):
+                token = int(torch.argmax(row_logits).item())
+                low = rows[i].min_confidence and out[i] and \
+                    torch.softmax(row_logits, dim=-1)[token].item() < rows[i].min_confidence
+                if not low:
+                    out[i].append(token)
+                    if len(out[i]) < n[i]:
+                        going.append(i)
+            live = going
+            if live:
+                runners = [rows[i]._runner() for i in live]
+                logits = type(runners[0]).feed_rows(runners, [[out[i][-1]] for i in live])
+        return out
 
     # ------------------------------------------------------------------ drafting
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:

@@ -36,7 +36,7 @@ from leap.core.errors import SettingsError
 from leap.core.modeling.hf_interface import cache_keyword, dynamic_cache, output_cache
 from leap.core.runtime.host_reads import on_host
 
-__all__ = ["LowBitRunner", "LlamaCppRunner", "TorchInt8Runner", "make_runner", "gguf_of", "requantized", "RUNNERS",
+__all__ = ["LowBitRunner", "LlamaCppRunner", "TorchInt8Runner", "make_runner", "make_row_runners", "gguf_of", "requantized", "RUNNERS",
            "QUANTS"]
 
 
@@ -70,14 +70,32 @@ class LowBitRunner:
             self._truncate(n)
             del self.cached[n:]
 
-    def sync(self, tokens: Sequence[int]) -> torch.Tensor:
-        """Bring the cache to ``tokens`` (keeping the longest common prefix); logits after ``tokens[-1]``."""
+    def _keep_common(self, tokens: Sequence[int]) -> list[int]:
+        """Truncate the cache to its longest common prefix with ``tokens`` (never all of them: the last token is
+        always fed, its logits are needed); the tokens still to feed."""
         common = 0
-        limit = min(len(self.cached), len(tokens) - 1)  # the last token is always fed: its logits are needed
+        limit = min(len(self.cached), len(tokens) - 1)
         while common < limit and self.cached[common] == tokens[common]:
             common += 1
         self.truncate(common)
-        return self.feed(tokens[common:])
+        return list(tokens[common:])
+
+    def sync(self, tokens: Sequence[int]) -> torch.Tensor:
+        """Bring the cache to ``tokens`` (keeping the longest common prefix); logits after ``tokens[-1]``."""
+        return self.feed(self._keep_common(tokens))
+
+    # ------------------------------------------------------------------ several rows of a batch (issue 37)
+    @classmethod
+    def feed_rows(cls, runners: Sequence[LowBitRunner], tokens: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        """:meth:`feed` of each runner its tokens; runners that share one model context override this to run
+        them in one pass (:meth:`LlamaCppRunner.feed_rows`)."""
+        return [r.feed(t) for r, t in zip(runners, tokens)]
+
+    @staticmethod
+    def sync_rows(runners: Sequence[LowBitRunner], contexts: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        """:meth:`sync` of each runner to its context, the feeding done together (:meth:`feed_rows`)."""
+        rest = [r._keep_common(c) for r, c in zip(runners, contexts)]
+        return type(runners[0]).feed_rows(runners, rest)
 
     def reset(self) -> None:
         self.truncate(0)
@@ -119,7 +137,7 @@ class LlamaCppRunner(LowBitRunner):
     name = "llama.cpp"
 
     def __init__(self, path: str | Path, *, n_ctx: int = 8192, threads: int | None = None,
-                 n_ubatch: int = 512) -> None:
+                 n_ubatch: int = 512, seqs: int = 1) -> None:
         super().__init__()
         try:
             import llama_cpp
@@ -139,8 +157,9 @@ class LlamaCppRunner(LowBitRunner):
             _MODELS[key] = model
         self._model = _MODELS[key]
         cparams = llama_cpp.llama_context_default_params()
-        cparams.n_ctx = n_ctx
-        cparams.n_batch = n_ctx
+        cparams.n_ctx = n_ctx * seqs  # seqs > 1: one sequence per batch row, n_ctx each (not unified)
+        cparams.n_batch = n_ctx * seqs
+        cparams.n_seq_max = seqs
         cparams.n_ubatch = min(n_ctx, int(n_ubatch))  # llama.cpp's micro-batch: how many prompt tokens per pass
         threads = threads or torch.get_num_threads() or os.cpu_count() or 1
         cparams.n_threads = threads
@@ -150,8 +169,51 @@ class LlamaCppRunner(LowBitRunner):
             raise SettingsError(f"llama.cpp could not create a context for {path}")
         self._vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(self._model))
         self._mem = llama_cpp.llama_get_memory(self._ctx)
-        self._batch = llama_cpp.llama_batch_init(n_ctx, 0, 1)
+        self._batch = llama_cpp.llama_batch_init(n_ctx * seqs, 0, 1)
         self.n_ctx = n_ctx
+        self._batch_tokens = n_ctx * seqs  # the most tokens one pass takes
+        self.seq = 0  # this runner's sequence in the context
+        self._owner: LlamaCppRunner | None = None  # the runner that made the context (rows share it)
+
+    @classmethod
+    def rows(cls, path: str | Path, n: int, *, n_ctx: int = 4096, threads: int | None = None) -> list[LlamaCppRunner]:
+        """``n`` runners on one llama.cpp context, one sequence each (``n_ctx`` tokens per sequence): the rows of a
+        batch (:mod:`leap.core.decoding.batch`), fed together by :meth:`feed_rows` - one pass over the weights
+        drafts a token for every row."""
+        first = cls(path, n_ctx=n_ctx, threads=threads, seqs=n)
+        out = [first]
+        for seq in range(1, n):
+            row = copy.copy(first)
+            row.cached, row.seq, row._owner = [], seq, first
+            out.append(row)
+        return out
+
+    @classmethod
+    def feed_rows(cls, runners, tokens):
+        ctx = runners[0]._ctx
+        total = sum(len(t) for t in tokens)
+        if len(runners) < 2 or any(r._ctx is not ctx for r in runners) or total > runners[0]._batch_tokens:
+            return super().feed_rows(runners, tokens)
+        lib, batch, i, last = runners[0]._lib, runners[0]._batch, 0, []
+        for r, toks in zip(runners, tokens):
+            start = len(r.cached)
+            if start + len(toks) > r.n_ctx:
+                raise SettingsError(f"the low-bit draft's context ({r.n_ctx} tokens) is full; pass n_ctx=N")
+            for j, token in enumerate(toks):
+                batch.token[i], batch.pos[i], batch.n_seq_id[i] = int(token), start + j, 1
+                batch.seq_id[i][0] = r.seq
+                batch.logits[i] = j == len(toks) - 1
+                i += 1
+            last.append(i - 1)
+        batch.n_tokens = i
+        if lib.llama_decode(ctx, batch) != 0:
+            raise RuntimeError("llama_decode failed in the low-bit draft")
+        out = [on_host(torch.from_numpy(np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx, k),
+                                                              shape=(runners[0]._vocab,)).copy())) for k in last]
+        for r, toks in zip(runners, tokens):
+            r.cached.extend(int(t) for t in toks)
+        return out
+
 
     def _feed(self, tokens: Sequence[int]) -> torch.Tensor:
         lib, batch, start = self._lib, self._batch, len(self.cached)
@@ -162,7 +224,7 @@ class LlamaCppRunner(LowBitRunner):
             batch.token[i] = int(token)
             batch.pos[i] = start + i
             batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
+            batch.seq_id[i][0] = self.seq
             batch.logits[i] = i == len(tokens) - 1
         if lib.llama_decode(self._ctx, batch) != 0:
             raise RuntimeError("llama_decode failed in the low-bit draft")
@@ -170,9 +232,11 @@ class LlamaCppRunner(LowBitRunner):
         return torch.from_numpy(np.ctypeslib.as_array(ptr, shape=(self._vocab,)).copy())
 
     def _truncate(self, n: int) -> None:
-        self._lib.llama_memory_seq_rm(self._mem, 0, n, -1)
+        self._lib.llama_memory_seq_rm(self._mem, self.seq, n, -1)
 
     def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
+        if self._owner is not None:  # a row of another runner's context: that runner frees it
+            return
         try:
             self._lib.llama_batch_free(self._batch)
             self._lib.llama_free(self._ctx)  # the model stays loaded for the process (_MODELS)
@@ -245,6 +309,17 @@ def requantized(path: str | Path, quant: str, threads: int | None = None) -> Pat
         raise SettingsError(f"llama.cpp could not re-encode {path} as {quant} (fix: quant=native)")
     os.replace(tmp, out)
     return out
+
+
+def make_row_runners(model: Any, n: int, **runner_args: Any) -> list[LowBitRunner]:
+    """Runners for the ``n`` rows of a batch: on llama.cpp, one context with a sequence per row
+    (:meth:`LlamaCppRunner.rows`, ``n_ctx`` per row: 4096 unless given); otherwise one :func:`make_runner` each."""
+    first = make_runner(model, **{**runner_args, "n_ctx": runner_args.get("n_ctx") or 64})  # which backend: cheap
+    if n < 2 or not isinstance(first, LlamaCppRunner):
+        return [first, *(make_runner(model, **runner_args) for _ in range(n - 1))]
+    path = requantized(Path(runner_args["gguf"]) if runner_args.get("gguf") else gguf_of(model),
+                       runner_args.get("quant", "native"))
+    return LlamaCppRunner.rows(path, n, n_ctx=int(runner_args.get("n_ctx") or 4096), threads=runner_args.get("threads"))
 
 
 def make_runner(model: Any, backend: str = "auto", gguf: str | None = None, threads: int | None = None,
