@@ -99,3 +99,29 @@ def test_the_shipped_exit_heads_are_found_trained_and_lossless(smollm2, tmp_path
         ids, max_new_tokens=48)
     assert shipped.token_ids == plain.token_ids == early.token_ids
     assert shipped.acceptance_rate > early.acceptance_rate + 0.1, (shipped.acceptance_rate, early.acceptance_rate)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed")
+def test_a_batch_drafted_by_llama_cpp_rows_together_is_each_prompt_decoded_alone(smollm2):
+    """Issue 37 on the default model: lowbit's rows share one llama.cpp context (a sequence each) and draft every
+    row's next token in one pass; the joint chains are the rows' own chains, and every row of the batch (plain or
+    speculative) is token-identical to its prompt decoded alone."""
+    from leap.core.decoding.batch import BatchDecoder
+    from leap.core.drafters.lowbit import LowBit
+    from leap.core.modeling.low_bit import LlamaCppRunner
+
+    prompts = [smollm2.encode(p, chat=True) for p in [*_prompts(), "Name three colours."]]
+    alone = [SelfSpecDecoder(smollm2, None).generate(p, max_new_tokens=32).token_ids for p in prompts]
+    for drafter in (None, "lowbit"):
+        out = BatchDecoder(smollm2, drafter, num_tokens=8).generate(prompts, max_new_tokens=32)
+        assert [r.token_ids for r in out.rows] == alone
+    rows = [LowBit(backend="llama.cpp") for _ in prompts]
+    LowBit.join_rows(rows, smollm2)
+    assert all(isinstance(r.runner, LlamaCppRunner) for r in rows) and len({id(r.runner._ctx) for r in rows}) == 1
+    LowBit.begin_rows(rows, prompts)
+    together = LowBit.propose_rows(rows, prompts, [6, 3, 6])
+    for r, p, chain in zip(rows, prompts, together):
+        own = LowBit(backend="llama.cpp")
+        own.use_model(smollm2)
+        own.begin(p)
+        assert chain == own.propose(p, len(chain)) and len(chain) in (3, 6)
