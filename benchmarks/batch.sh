@@ -4,7 +4,7 @@
 # whole batched call on one clock, so leap report's speedup is throughput over batched plain decoding (ar), with a
 # t-interval over batches. Methods: lowbit (one llama.cpp context, a sequence per row, every row's next draft token
 # in one pass; chains capped at 16 and adapting per row), lowbit-4 (chains capped at 4), lowbit-auto (the cap
-# chosen per step by the goodput bandit, 0 = no drafting among its arms), suffix (model-free, per row).
+# chosen per step by the goodput bandit among 0 (no drafting), 2, 4 and 8), suffix (model-free, per row).
 # Usage: bash benchmarks/batch.sh OUT_DIR [SIZES]
 set -euo pipefail
 out="${1:?usage: bash benchmarks/batch.sh OUT_DIR [SIZES]}"

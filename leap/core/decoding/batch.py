@@ -211,7 +211,7 @@ class BatchDecoder:
 
     def __init__(self, model: LeapModel, drafter: str | type[Drafter] | None = None, *,
                  drafter_kwargs: dict | None = None, num_tokens: int | str = 16,
-                 caps: Sequence[int] = (0, 2, 4, 8, 16), compact_min: int = 64,
+                 caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5) -> None:
         from leap.core.drafters import drafters
 

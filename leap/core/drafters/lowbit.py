@@ -164,14 +164,15 @@ class LowBit(Drafter):
 
     @classmethod
     def begin_rows(cls, rows: Sequence[Drafter], prompts: Sequence[Sequence[int]]) -> None:
-        """:meth:`begin` of every row, the prompts taken in together (one pass where the rows share a context)."""
-        lows = [(r, p) for r, p in zip(rows, prompts) if isinstance(r, LowBit)]
-        for r, p in lows:
-            r.begin(p, take_in=False)
-        todo = [(r, r._context(p, 0)[:-1]) for r, p in lows if r.runner is not None and len(p) > 1]
-        todo = [(r, c) for r, c in todo if c]
-        if todo:
-            LowBitRunner.sync_rows([r.runner for r, _ in todo], [c for _, c in todo])
+        """:meth:`begin` of every row without taking the prompts in: the rows' first :meth:`propose_rows` takes them
+        in together (one pass where the rows share a context), and a batch that never drafts (a cap of 0 chosen by
+        :class:`~leap.core.policies.batch_caps.GoodputBandit`) never pays for them (issue 37: at B = 8 the prompts'
+        ingestion was a fixed cost even where speculation was off)."""
+        for r, p in zip(rows, prompts):
+            if isinstance(r, LowBit):
+                r.begin(p, take_in=False)
+            else:
+                r.begin(p)
 
     @classmethod
     def propose_rows(cls, rows: Sequence[Drafter], tokens: Sequence[Sequence[int]],
