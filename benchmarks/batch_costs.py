@@ -1,5 +1,6 @@
 """What a batched forward costs: B rows x q new tokens each over a 300-token context, against one row and one
-token (issue 37: where the verifier turns compute-bound). Medians of interleaved repeats.
+token (issue 37: where the verifier turns compute-bound), and what lowbit's batched draft costs: one llama.cpp pass
+feeding a token to each of B rows. Medians of repeats.
 
 Usage: python benchmarks/batch_costs.py [--out docs/data/batch_costs.json] [--threads 2]
 """
@@ -17,6 +18,24 @@ from leap.core.decoding.batch import BatchState
 from leap.core.modeling.layers import LayerStack
 from leap.core.modeling.model import load_model
 from leap.core.runtime.provenance import provenance
+
+
+def draft_costs(model, sizes, repeats: int) -> dict[int, float]:
+    """One llama.cpp pass feeding a token to each of B rows sharing a context (lowbit's batched draft, Q8_0), ms."""
+    from leap.core.modeling.low_bit import make_row_runners
+
+    out = {}
+    for b in sizes:
+        runners = make_row_runners(model, max(b, 2), backend="llama.cpp", quant="q8_0")[:b]
+        for r in runners:
+            r.feed(list(range(100, 400)))
+        times = []
+        for rep in range(repeats * 2):
+            t0 = time.perf_counter()
+            type(runners[0]).feed_rows(runners, [[500 + rep] for _ in runners]) if b > 1 else runners[0].feed([500 + rep])
+            times.append(time.perf_counter() - t0)
+        out[b] = 1000 * statistics.median(times)
+    return out
 
 
 def main() -> None:
@@ -53,6 +72,7 @@ def main() -> None:
                     times[(b, q)].append(time.perf_counter() - t0)
                     state.keep(start, [0] * b)
     one = statistics.median(times[(1, 1)])
+    draft = draft_costs(model, sizes, args.repeats)
     rows = [{"batch": b, "tokens_per_row": q, "ms": 1000 * statistics.median(times[(b, q)]),
              "cost_in_steps": statistics.median(times[(b, q)]) / one,
              "per_token_in_steps": statistics.median(times[(b, q)]) / one / (b * q)} for b in sizes for q in qs]
@@ -60,10 +80,13 @@ def main() -> None:
     print("|---" * (len(qs) + 1) + "|")
     for b in sizes:
         print(f"| {b} | " + " | ".join(f"{r['cost_in_steps']:.2f}" for r in rows if r["batch"] == b) + " |")
+    print("llama.cpp draft pass, one token for each of B rows (ms): " +
+          ", ".join(f"B={b}: {ms:.1f}" for b, ms in draft.items()))
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"provenance": provenance(model), "context": args.context, "threads": args.threads,
-                       "one_token_ms": 1000 * one, "rows": rows}, f, indent=1)
+                       "one_token_ms": 1000 * one, "rows": rows,
+                       "lowbit_draft_pass_ms": {str(b): ms for b, ms in draft.items()}}, f, indent=1)
 
 
 if __name__ == "__main__":
