@@ -204,3 +204,24 @@ def test_a_prompt_file_runs_whole_unless_told(model_dir, tmp_path, capsys):
                      *extra]) == 0
         assert {r["question_id"] for r in read_records(out) if r.get("kind") == "answer"} == expected
     capsys.readouterr()
+
+
+def test_bench_batch_size_writes_one_record_a_batch(model_dir, tmp_path, capsys):
+    """Issue 37: `leap bench --batch-size 2` decodes first turns two at a time; batch_cap reaches the method."""
+    from leap.bench.records import read_records
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(f'{{"question_id": {i}, "category": "c", "turns": ["w{i + 5} w6 w{i + 5} w6"]}}\n'
+                               for i in range(3)))
+    out = tmp_path / "bench"
+    assert main(["bench", "--model", model_dir, "--no-chat", "--prompts", str(prompts), "--methods", "suffix",
+                 "--method-arg", "suffix:batch_cap=auto", "--batch-size", "2", "--max-new-tokens", "6",
+                 "--out", str(out), "--quiet", "--warmup", "0"]) == 0
+    recs = [r for r in read_records(out) if r["kind"] == "answer"]
+    assert [(r["method"], r["question_id"], r["batch_size"]) for r in recs] == [
+        ("ar", "b0", 2), ("suffix", "b0", 2), ("ar", "b1", 1), ("suffix", "b1", 1)]
+    assert all(r["status"] == "ok" and r["lossless"] for r in recs if r["method"] == "suffix")
+    assert set(recs[1]["batch_caps"]) <= {0, 2, 4, 8}  # the bandit's caps, not the fixed default 16
+    assert main(["bench", "--model", model_dir, "--no-chat", "--prompts", str(prompts), "--batch-size", "0",
+                 "--out", str(tmp_path / "zero"), "--quiet"]) == 2
+    assert "batch_size" in capsys.readouterr().err

@@ -175,7 +175,7 @@ class BatchState:
     def compact(self) -> None:
         """Pack each row's valid slots to the front, in order (holes left by unequal acceptance go)."""
         counts = self.valid.sum(dim=1)
-        n = int(counts.max())
+        n = counts.max().item()  # one read, when packing
         index = torch.argsort((~self.valid).to(torch.int8), dim=1, stable=True)[:, :n]
         self.cache.gather_slots(index)
         self.slot_pos = self.slot_pos.gather(1, index)
@@ -184,7 +184,7 @@ class BatchState:
     @property
     def holes(self) -> int:
         """Slots no row needs: the slot count beyond the fullest row's."""
-        return self.slots - int(self.valid.sum(dim=1).max()) if self.slots else 0
+        return self.slots - self.valid.sum(dim=1).max().item() if self.slots else 0  # one read a step
 
     def select(self, rows: Sequence[int]) -> None:
         """Keep only the batch rows ``rows`` (finished requests leave)."""
