@@ -74,6 +74,11 @@ class BenchSettings:
                                 f"methods: {self.methods}")
 
 
+#: what the harness warms its methods up on (never an evaluation prompt; :meth:`Bench._warm_up`)
+WARM_UP_PROMPTS = ("Write two sentences about the sea.", "List three fruits and their colours.",
+                   "Explain what a compiler does.", "Give a short tip for learning to cook.")
+
+
 def first_mismatch(a: Sequence[int], b: Sequence[int]) -> int | None:
     """The first position where two token lists differ (a length difference counts), or None."""
     for i, (x, y) in enumerate(zip(a, b)):
@@ -192,9 +197,13 @@ class Bench:
                     self._conversation(row, temperature, run, name, method, done, bar)
 
     def _warm_up(self) -> None:
+        """Untimed calls of every method before the run, on prompts of the harness's own (:data:`WARM_UP_PROMPTS`),
+        never an evaluation prompt: a drafter that keeps its context (lowbit's llama.cpp cache) or a search memory
+        would otherwise carry the first evaluated prompt into its timed run - a free ingestion, a search tuned on it."""
         s = self.settings
-        first = self.rows[0].get("batch", [self.rows[0]])
-        batch = [self.model.encode_messages([{"role": "user", "content": r["turns"][0]}], chat=s.chat) for r in first]
+        size = len(self.rows[0].get("batch", [None]))
+        texts = [WARM_UP_PROMPTS[i % len(WARM_UP_PROMPTS)] for i in range(size)]
+        batch = [self.model.encode_messages([{"role": "user", "content": t}], chat=s.chat) for t in texts]
         for _ in range(s.warmup):
             for method in self.methods.values():
                 try:

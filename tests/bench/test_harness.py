@@ -219,3 +219,37 @@ def test_batches_decode_first_turns_together_one_record_a_batch_each_row_as_alon
     assert len(batches(BATCH_ROWS, 4)) == 2 and batches(BATCH_ROWS, 4)[1]["batch"][0]["question_id"] == "q4"
     with pytest.raises(SettingsError, match="batch_size"):
         settings(batch_size=0)
+
+
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_the_warm_up_never_runs_an_evaluation_prompt(tiny_llama, tmp_path, batch_size):
+    """A drafter keeping its context (lowbit's cache) or a search memory would carry a warmed-up evaluation prompt
+    into its timed run: the warm-up uses the harness's own prompts."""
+    from leap.bench.harness import WARM_UP_PROMPTS
+    from leap.bench.methods import make_method
+
+    seen: list[list[int]] = []
+
+    class Recording(BenchMethod):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def run(self, ids, **kw):
+            seen.append(list(ids))
+            return self.inner.run(ids, **kw)
+
+        def run_batch(self, batch, **kw):
+            seen.extend(list(b) for b in batch)
+            return self.inner.run_batch(batch, **kw)
+
+    bench_methods.add("recording", lambda model, options: Recording(make_method("ar", model, options)))
+    try:
+        Bench(tiny_llama, ROWS, settings(methods=["recording"], warmup=1, batch_size=batch_size), tmp_path,
+              progress=False).run()
+    finally:
+        bench_methods.remove("recording")
+    encode = lambda text: tiny_llama.encode_messages([{"role": "user", "content": text}], chat=False)  # noqa: E731
+    warm = [encode(t) for t in WARM_UP_PROMPTS]
+    evaluated = [encode(r["turns"][0]) for r in ROWS]
+    assert seen[:batch_size] == warm[:batch_size]  # the warm-up came first, on the harness's own prompts
+    assert not any(ids in evaluated for ids in seen[:batch_size]) and any(ids in evaluated for ids in seen[batch_size:])
