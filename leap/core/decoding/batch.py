@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from leap.core.decoding.step_draft import StepDraft
+from leap.core.decoding.step_draft import StepDraft, commit_cut
 from leap.core.drafters import Drafter, make_drafter
 from leap.core.errors import ContextLengthError, SettingsError
 from leap.core.modeling.hf_interface import call_layer
@@ -372,14 +372,8 @@ class BatchDecoder:
 
     @staticmethod
     def _commit(row: BatchRow, tokens: list[int], new: list[int], max_new_tokens: int, eos: frozenset) -> None:
-        """Append ``new`` up to EOS and within the budget (``DecodingSession._commit``'s rule, per row)."""
-        for i, tok in enumerate(new):
-            if tok in eos:
-                new = new[: i + 1]
-                row.stop_reason = "eos"
-                break
-        new = new[: max_new_tokens - len(row.token_ids)]
-        row.token_ids.extend(new)
-        tokens.extend(new)
-        if not row.stop_reason and len(row.token_ids) >= max_new_tokens:
-            row.stop_reason = "max_new_tokens"
+        """Append ``new`` up to EOS and within the budget (:func:`commit_cut`: a single request's rule, per row)."""
+        kept, reason = commit_cut(new, eos, max_new_tokens - len(row.token_ids))
+        row.token_ids.extend(kept)
+        tokens.extend(kept)
+        row.stop_reason = row.stop_reason or reason

@@ -15,6 +15,7 @@ import torch
 
 from leap.core.config import LayerConfig
 from leap.core.decoding.step_draft import StepDraft as _Draft
+from leap.core.decoding.step_draft import commit_cut
 from leap.core.decoding.step_draft import describe as _describe
 from leap.core.decoding.exit_tree import draft_exit_tree
 from leap.core.modeling.draft_head import DraftHead
@@ -350,15 +351,10 @@ class DecodingSession:
         )
 
     def _commit(self, new: list[int]) -> None:
-        """Append ``new`` up to EOS and within the budget; set :attr:`stop_reason`."""
-        for i, tok in enumerate(new):
-            if tok in self._eos:
-                new = new[: i + 1]
-                self.stop_reason = "eos"
-                break
-        self.tokens.extend(new[: self.remaining])
-        if not self.stop_reason and self.remaining <= 0:
-            self.stop_reason = "max_new_tokens"
+        """Append ``new`` up to EOS and within the budget; set :attr:`stop_reason` (:func:`commit_cut`)."""
+        kept, reason = commit_cut(new, self._eos, self.remaining)
+        self.tokens.extend(kept)
+        self.stop_reason = self.stop_reason or reason
 
     def _feed_back(self, drafter: Drafter | None, inputs: list[int], logits: torch.Tensor, drafted: int,
                    accepted: int, hidden: torch.Tensor, base: int) -> None:

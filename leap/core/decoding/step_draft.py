@@ -14,7 +14,7 @@ from leap.core.verify.sampling import draft_rows
 if TYPE_CHECKING:
     from leap.core.drafters import Drafter
 
-__all__ = ["StepDraft", "describe"]
+__all__ = ["StepDraft", "commit_cut", "describe"]
 
 
 @dataclass
@@ -71,3 +71,20 @@ def describe(drafter: Drafter | None, cfg: LayerConfig | None) -> str | None:
         k = drafter.exit_layer  # configuration when it skips or repeats one of them
         return f"drafter:{drafter.name}@{k}" + (f"+{cfg}" if cfg is not None and cfg.exact_prefix < k else "")
     return f"drafter:{drafter.name}" + (f"+{cfg}" if cfg is not None else "")
+
+
+def commit_cut(new: list[int], eos: frozenset[int] | set[int], room: int) -> tuple[list[int], str]:
+    """What a step commits of ``new`` (accepted drafts and the verifier's token): cut after its first EOS and to the
+    ``room`` tokens left, and the stop it brings - ``"eos"`` when ``new`` holds an EOS, ``"max_new_tokens"`` when
+    the budget is spent, else ``""``. One rule for a request alone
+    (:meth:`leap.core.decoding.session.DecodingSession._commit`) and every row of a batch
+    (:mod:`leap.core.decoding.batch`)."""
+    reason = ""
+    for i, tok in enumerate(new):
+        if tok in eos:
+            new, reason = new[: i + 1], "eos"
+            break
+    kept = new[: max(room, 0)]
+    if not reason and room - len(kept) <= 0:
+        reason = "max_new_tokens"
+    return kept, reason

@@ -188,13 +188,12 @@ class LlamaCppRunner(LowBitRunner):
             out.append(row)
         return out
 
-    @classmethod
-    def feed_rows(cls, runners, tokens):
-        ctx = runners[0]._ctx
-        total = sum(len(t) for t in tokens)
-        if len(runners) < 2 or any(r._ctx is not ctx for r in runners) or total > runners[0]._batch_tokens:
-            return super().feed_rows(runners, tokens)
-        lib, batch, i, last = runners[0]._lib, runners[0]._batch, 0, []
+    @staticmethod
+    def _decode(runners: Sequence[LlamaCppRunner], tokens: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        """One ``llama_decode`` of each runner's ``tokens`` after its cached ones, in its own sequence (all runners
+        on one context); the logits after each runner's last token. Does not touch :attr:`cached`."""
+        first = runners[0]
+        lib, batch, ctx, i, last = first._lib, first._batch, first._ctx, 0, []
         for r, toks in zip(runners, tokens):
             start = len(r.cached)
             if start + len(toks) > r.n_ctx:
@@ -208,28 +207,22 @@ class LlamaCppRunner(LowBitRunner):
         batch.n_tokens = i
         if lib.llama_decode(ctx, batch) != 0:
             raise RuntimeError("llama_decode failed in the low-bit draft")
-        out = [on_host(torch.from_numpy(np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx, k),
-                                                              shape=(runners[0]._vocab,)).copy())) for k in last]
+        return [torch.from_numpy(np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx, k), shape=(first._vocab,)).copy())
+                for k in last]
+
+    @classmethod
+    def feed_rows(cls, runners, tokens):
+        ctx = runners[0]._ctx
+        total = sum(len(t) for t in tokens)
+        if len(runners) < 2 or any(r._ctx is not ctx for r in runners) or total > runners[0]._batch_tokens:
+            return super().feed_rows(runners, tokens)
+        out = [on_host(logits) for logits in cls._decode(runners, tokens)]
         for r, toks in zip(runners, tokens):
             r.cached.extend(int(t) for t in toks)
         return out
 
-
     def _feed(self, tokens: Sequence[int]) -> torch.Tensor:
-        lib, batch, start = self._lib, self._batch, len(self.cached)
-        if start + len(tokens) > self.n_ctx:
-            raise SettingsError(f"the low-bit draft's context ({self.n_ctx} tokens) is full; pass n_ctx=N")
-        batch.n_tokens = len(tokens)
-        for i, token in enumerate(tokens):
-            batch.token[i] = int(token)
-            batch.pos[i] = start + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = self.seq
-            batch.logits[i] = i == len(tokens) - 1
-        if lib.llama_decode(self._ctx, batch) != 0:
-            raise RuntimeError("llama_decode failed in the low-bit draft")
-        ptr = lib.llama_get_logits_ith(self._ctx, -1)
-        return torch.from_numpy(np.ctypeslib.as_array(ptr, shape=(self._vocab,)).copy())
+        return self._decode([self], [tokens])[0]
 
     def _truncate(self, n: int) -> None:
         self._lib.llama_memory_seq_rm(self._mem, self.seq, n, -1)
