@@ -12,3 +12,16 @@ leap bench --methods ar,hf-ar,hf-ar-stock=hf-ar --method-arg hf-ar-stock:linears
     --first-turn-only --max-new-tokens 128 --temperature 0 --threads 2 --seed 0 --quiet --out "$out"
 leap report "$out"
 leap report "$out" --baseline hf-ar-stock
+# absolute speed: every method's tokens over its summed wall time, from the records
+python3 - "$out/records.jsonl" <<'PY'
+import json, sys
+totals = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("kind") == "answer" and r.get("status") == "ok":
+        t = totals.setdefault(r["method"], [0, 0.0])
+        t[0] += r["new_tokens"]
+        t[1] += r["wall_time_s"]
+for method, (tokens, seconds) in totals.items():
+    print(f"{method}: {tokens} tokens in {seconds:.1f} s = {tokens / seconds:.1f} tokens/s")
+PY
