@@ -22,6 +22,7 @@ from leap.core.modeling.draft_head import DraftHead
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.drafters import Drafter
 from leap.core.errors import ContextLengthError, SettingsError
+from leap.core.modeling.kv_cache import PromptKV
 from leap.core.modeling.layers import plan_for
 from leap.core.modeling.low_bit_layers import replacements
 from leap.core.decoding.outcome import GenerationOutcome, StepRecord
@@ -161,6 +162,8 @@ class DecodingSession:
         if drafter.needs_model:
             drafter.use_model(self.decoder.model)
         drafter.use_sampling(self.settings)
+        if drafter.takes_prompt_kv:  # the prompt's positions are the prefill's, never written since
+            drafter.use_prompt_kv(PromptKV(self.cache, self.prompt_len - 1))
         drafter.begin(self.tokens[: self.prompt_len])
         if drafter.needs_features and self._hidden:
             self._hidden = [torch.cat(self._hidden)]

@@ -85,6 +85,16 @@ class Drafter:
     #: verified positions' inputs of that layer and the verifier's logits there (online learning)
     needs_exit_states = False
 
+    #: True: the decoding session hands the drafter the target's keys and values of the prompt
+    #: (:meth:`use_prompt_kv`, right before :meth:`begin`), which a drafter with a KV cache of its own may take
+    #: instead of computing them (``lowbit``'s KV handoff, issue 35)
+    takes_prompt_kv = False
+
+    def use_prompt_kv(self, kv: Any) -> None:
+        """The target's keys and values of the prompt but its last token (a
+        :class:`~leap.core.modeling.kv_cache.PromptKV`, a view valid until :meth:`begin` returns); called right
+        before :meth:`begin` for drafters with :attr:`takes_prompt_kv`."""
+
     def begin(self, prompt: Sequence[int]) -> None:
         """A new request starts with these prompt tokens."""
 

@@ -23,8 +23,10 @@ apply unchanged.
 
 Long prompts: the runner takes in the prompt when the drafter joins a request, and llama.cpp may take longer over
 it than the full model's prefill (``docs/data/joint_v4``: 2.2-2.4 s against 1.1-1.2 s on the rag and
-summarization prompts), which is most of what ``lowbit`` loses there. ``window=W`` makes the draft's context
-the prompt's last ``W`` tokens plus everything generated (0, the default: the whole prompt).
+summarization prompts), which was most of what ``lowbit`` lost there. The KV handoff (``handoff=true``, the
+default; :meth:`use_prompt_kv`) writes the target's keys and values of the prompt into the draft's cache
+instead. ``window=W`` makes the draft's context the prompt's last ``W`` tokens plus everything generated (0, the
+default: the whole prompt; no handoff then).
 
 Model-free drafts first: ``hybrid`` puts this drafter behind a model-free one
 (``hybrid:free=suffix,then=lowbit``; :mod:`leap.core.drafters.hybrid`).
@@ -66,6 +68,7 @@ class LowBit(Drafter):
     #: The chain adapts within a request (``adapt``, default 16); ``num_tokens`` is where it starts and its floor
     search_settings = {"num_tokens": (6, 10, 14)}
     samples_drafts = True
+    takes_prompt_kv = True  # the KV handoff (``handoff``, default on)
     # the runner's logits are host tensors (free); under sampling each drawn token may cross to the
     # decoder's generator device and back
     host_reads_per_node = 1
@@ -74,7 +77,7 @@ class LowBit(Drafter):
                  gguf: str | None = None, threads: int | None = None, n_ctx: int = 0,
                  top_k: int = 64, runner: LowBitRunner | None = None, shape: str = "chain", width: int = 2,
                  trunk: int = 4, branches: int = 2, branch_len: int = 2, window: int = 0,
-                 quant: str = "q8_0", adapt: int | None = None) -> None:
+                 quant: str = "q8_0", adapt: int | None = None, handoff: bool = True) -> None:
         if num_tokens < 1:
             raise SettingsError(f"lowbit: num_tokens must be >= 1, got {num_tokens}")
         if shape not in SHAPES:
@@ -84,6 +87,8 @@ class LowBit(Drafter):
         if int(window) < 0:
             raise SettingsError(f"lowbit: window must be >= 0 (0: the whole prompt), got {window}")
         self.window = int(window)
+        self.handoff = bool(handoff)
+        self._prompt_kv = None  # the target's keys and values of the prompt, between use_prompt_kv and begin
         self._start = 0  # where the draft's context begins in this request's tokens (window > 0: the prompt's tail)
         self.shape = shape
         self.skeleton = (sibling_shape(num_tokens, width) if shape == "siblings"
@@ -136,10 +141,21 @@ class LowBit(Drafter):
         draft's context: a long prompt is taken in faster, the draft sees less of it (lossless either way)."""
         self._start = max(len(prompt) - self.window, 0) if self.window else 0
         self.chain = self.num_tokens
+        kv, self._prompt_kv = self._prompt_kv, None
         if take_in and self.runner is not None and len(prompt) > 1:  # (begin_rows takes the rows' in together)
             context = self._context(prompt, 0)
-            if len(context) > 1:
+            held = self.runner.cached[: len(context) - 1] == context[:-1]  # a search option sharing the runner
+            handed = (kv is not None and self.handoff and self._start == 0 and len(context) > 1 and not held
+                      and self.runner.take_kv(context[:-1], kv))
+            if len(context) > 1 and not handed:
                 self.runner.sync(context[:-1])
+
+    def use_prompt_kv(self, kv: Any) -> None:
+        """The KV handoff (``handoff=true``, the default; issue 35): :meth:`begin` writes the target's keys and values
+        of the prompt into the draft's cache (:meth:`~leap.core.modeling.low_bit.LowBitRunner.take_kv`) instead of
+        running the draft over it - on llama.cpp a copy instead of a prompt-long forward pass, which cost more than
+        the target's own prefill on long prompts. Not with a ``window`` (the draft's positions start elsewhere)."""
+        self._prompt_kv = kv
 
     def _context(self, tokens: Sequence[int], extra: int) -> list[int]:
         """The draft's context for ``tokens`` plus ``extra`` tokens to come: from ``_start`` on, and never more than

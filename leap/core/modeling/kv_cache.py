@@ -40,7 +40,7 @@ import torch
 
 from leap.core.modeling.hf_interface import register_attention, sdpa_attention_forward
 
-__all__ = ["KVLayer", "LeapKVCache", "leap_sdpa_attention", "install_attention", "ATTENTION_NAME"]
+__all__ = ["KVLayer", "LeapKVCache", "PromptKV", "leap_sdpa_attention", "install_attention", "ATTENTION_NAME"]
 
 ATTENTION_NAME = "leap_sdpa"
 
@@ -193,6 +193,32 @@ class LeapKVCache:
 
     def __len__(self) -> int:
         return len(self.layers)
+
+
+class PromptKV:
+    """The target's keys and values of a request's first ``length`` positions, as every layer's cache holds them
+    (after the rotary embedding, in transformers' layout): what a drafter with a cache of its own may take instead
+    of computing it (:attr:`leap.core.drafters.base.Drafter.takes_prompt_kv`; the low-bit draft's KV handoff,
+    issue 35). A view, valid while the session has not written over those positions: take it when handed it."""
+
+    def __init__(self, cache: LeapKVCache, length: int, row: int = 0) -> None:
+        self.cache, self.length, self.row = cache, int(length), int(row)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.cache.layers)
+
+    @property
+    def device(self) -> torch.device:
+        keys = self.cache.layers[0].keys
+        return torch.device("cpu") if keys is None else keys.device
+
+    def layer(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer ``i``'s keys and values ``[kv_heads, length, head_dim]``."""
+        kv = self.cache.layers[i]
+        if kv.keys is None or kv.length < self.length:
+            raise ValueError(f"layer {i} holds {kv.length} positions, fewer than the prompt's {self.length}")
+        return kv.keys[self.row, :, : self.length], kv.values[self.row, :, : self.length]
 
 
 def _has_enable_gqa() -> bool:

@@ -34,6 +34,7 @@ import torch
 
 from leap.core.errors import SettingsError
 from leap.core.modeling.hf_interface import cache_keyword, dynamic_cache, output_cache
+from leap.core.modeling.llama_cpp.handoff import hand_off
 from leap.core.runtime.host_reads import on_host
 
 __all__ = ["LowBitRunner", "LlamaCppRunner", "TorchInt8Runner", "make_runner", "make_row_runners", "gguf_of", "requantized", "RUNNERS",
@@ -100,6 +101,12 @@ class LowBitRunner:
     def reset(self) -> None:
         self.truncate(0)
 
+    def take_kv(self, tokens: Sequence[int], kv: Any) -> bool:
+        """Hold ``tokens`` with the target's keys and values of them (a :class:`~leap.core.modeling.kv_cache.PromptKV`)
+        instead of computing its own: the KV handoff (issue 35). False where a runner cannot: it then holds nothing
+        and its caller feeds the tokens (this base: never; :class:`LlamaCppRunner` can)."""
+        return False
+
 
 class TorchInt8Runner(LowBitRunner):
     """A weight-int8 copy of the model (dynamic quantisation of every ``nn.Linear``), transformers' forward."""
@@ -123,6 +130,18 @@ class TorchInt8Runner(LowBitRunner):
             out = self.module(input_ids=ids, use_cache=True, logits_to_keep=1, **{cache_keyword(self.module): self.cache})
         self.cache = output_cache(out)
         return out.logits[0, -1].float()
+
+    def take_kv(self, tokens: Sequence[int], kv: Any) -> bool:
+        """The target's keys and values as this copy's ``DynamicCache`` (same layout: both are transformers')."""
+        n = len(tokens)
+        if kv.num_layers != len(self.module.model.layers) or kv.device.type != "cpu":
+            return False
+        cache = self._cache_type()
+        for i in range(kv.num_layers):
+            keys, values = kv.layer(i)
+            cache.update(keys[None, :, :n].clone(), values[None, :, :n].clone(), i)
+        self.cache, self.cached = cache, [int(t) for t in tokens]
+        return True
 
     def _truncate(self, n: int) -> None:
         if n == 0:
@@ -173,6 +192,7 @@ class LlamaCppRunner(LowBitRunner):
         self.n_ctx = n_ctx
         self._batch_tokens = n_ctx * seqs  # the most tokens one pass takes
         self.seq = 0  # this runner's sequence in the context
+        self.path, self._seqs = key, seqs
         self._owner: LlamaCppRunner | None = None  # the runner that made the context (rows share it)
 
     @classmethod
@@ -226,6 +246,18 @@ class LlamaCppRunner(LowBitRunner):
 
     def _truncate(self, n: int) -> None:
         self._lib.llama_memory_seq_rm(self._mem, self.seq, n, -1)
+
+    def take_kv(self, tokens: Sequence[int], kv: Any) -> bool:
+        """The target's keys and values written into this runner's sequence (:mod:`leap.core.modeling.llama_cpp.handoff`:
+        a copy, no forward pass; checked against llama.cpp's own on first use)."""
+        why = hand_off(self, [int(t) for t in tokens], kv)
+        if why is not None:
+            self._truncate(0)
+            self.cached = []
+            _say_once(f"leap: the low-bit draft takes prompts in itself (no KV handoff): {why}")
+            return False
+        self.cached = [int(t) for t in tokens]
+        return True
 
     def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
         if self._owner is not None:  # a row of another runner's context: that runner frees it

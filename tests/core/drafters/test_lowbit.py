@@ -395,3 +395,85 @@ def test_an_adapted_chain_that_is_cut_stays_greedy_lossless(tiny_llama):
     spec = SelfSpecDecoder(tiny_llama, None, drafter=drafter).generate(prompt, max_new_tokens=60)
     assert spec.token_ids == plain.token_ids
     assert any(2 <= s.accepted < s.drafted for s in spec.steps) and max(s.drafted for s in spec.steps) > 6
+
+
+# ---------------------------------------------------------------- the KV handoff (issue 35)
+def test_the_handoff_gives_the_draft_the_targets_prompt_cache_without_running_it(tiny_llama):
+    """With the handoff (the default), the runner holds the prompt the moment lowbit joins without a forward pass
+    over it: its cache is the target's keys and values of the prompt but its last token, and the first thing it is
+    fed is that last token (red when begin ignores the handed cache, or hands over one position too many);
+    decoding stays plain decoding's."""
+    prompt = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
+    plain = SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=20).token_ids
+    drafter = LowBit(backend="torch-int8")
+    drafter.use_model(tiny_llama)
+    fed = []
+    feed = drafter.runner._feed
+    drafter.runner._feed = lambda tokens: (fed.append(list(tokens)), feed(tokens))[1]
+    session = SelfSpecDecoder(tiny_llama, None, drafter=drafter).start(prompt, max_new_tokens=20)
+    session.attach(drafter)
+    assert drafter.runner.cached == prompt[:-1] and fed == []
+    for i, layer in enumerate(session.cache.layers):
+        keys, values = drafter.runner.cache.layers[i].keys, drafter.runner.cache.layers[i].values
+        assert keys.shape[2] == len(prompt) - 1
+        assert torch.equal(keys, layer.keys[:, :, : len(prompt) - 1]) and torch.equal(values, layer.values[:, :, : len(prompt) - 1])
+    while not session.done:
+        session.step()
+    assert fed[0] == prompt[-1:] and session.new_token_ids == plain
+
+
+@pytest.mark.parametrize("kwargs", [{"handoff": False}, {"window": 4}])
+def test_without_the_handoff_or_with_a_window_the_draft_takes_the_prompt_in_itself(tiny_llama, kwargs):
+    """``handoff=false`` (the ablation) and ``window=W`` (the draft's positions start elsewhere) feed the prompt
+    through the draft (red when the handoff ignores either)."""
+    prompt = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
+    drafter = LowBit(backend="torch-int8", **kwargs)
+    drafter.use_model(tiny_llama)
+    fed = []
+    feed = drafter.runner._feed
+    drafter.runner._feed = lambda tokens: (fed.append(list(tokens)), feed(tokens))[1]
+    SelfSpecDecoder(tiny_llama, None, drafter=drafter).start(prompt, max_new_tokens=4).attach(drafter)
+    assert fed == [prompt[-4:-1] if "window" in kwargs else prompt[:-1]]
+
+
+def test_a_runner_that_cannot_take_the_cache_takes_the_prompt_in(tiny_llama):
+    """A runner whose ``take_kv`` refuses (llama.cpp's check failed, a cache on a GPU) is fed the prompt: lossless
+    and in step either way."""
+    prompt = [5, 6, 7, 8, 9, 10, 11, 12]
+
+    class Refusing(TorchInt8Runner):
+        def take_kv(self, tokens, kv):
+            return False
+
+    drafter = LowBit(runner=Refusing(tiny_llama))
+    session = SelfSpecDecoder(tiny_llama, None, drafter=drafter).start(prompt, max_new_tokens=12)
+    session.attach(drafter)
+    assert drafter.runner.cached == prompt[:-1]
+    plain = SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=12).token_ids
+    while not session.done:
+        session.step()
+    assert session.new_token_ids == plain
+
+
+def test_a_drafter_that_joins_late_is_handed_the_prompts_cache_not_the_latest_positions(tiny_llama):
+    """The session hands a drafter that joins after plain steps (a search's later trial) the prefill's keys and
+    values of the prompt but its last token - positions nothing has written since (red when it hands the whole
+    current cache)."""
+    from leap.core.drafters.base import Drafter
+
+    class Recording(Drafter):
+        name = "recording"
+        takes_prompt_kv = True
+
+        def use_prompt_kv(self, kv):
+            self.seen = [tuple(t.clone() for t in kv.layer(i)) for i in range(kv.num_layers)]
+
+    prompt = [5, 6, 7, 8, 9, 10, 11]
+    session = SelfSpecDecoder(tiny_llama, None).start(prompt, max_new_tokens=10)
+    fresh = SelfSpecDecoder(tiny_llama, None).start(prompt, max_new_tokens=10)
+    session.step(None, None)
+    session.step(None, None)
+    late = Recording()
+    session.attach(late)
+    for (keys, values), layer in zip(late.seen, fresh.cache.layers):
+        assert torch.equal(keys, layer.keys[0]) and torch.equal(values, layer.values[0])
