@@ -93,6 +93,11 @@ class SearchMemory:
         entry = self.stats.get(label)
         return entry["mean"] if entry and entry["requests"] >= self.min_requests else None
 
+    def best_expected(self) -> float | None:
+        """The best :meth:`expected` of any option (None: no option seen on ``min_requests`` requests yet)."""
+        seen = [e["mean"] for e in self.stats.values() if e["requests"] >= self.min_requests]
+        return max(seen) if seen else None
+
     def prune(self, options: Sequence[Any]) -> tuple[Any, ...]:
         """``options`` (objects with a ``label``) less those that keep losing; the best-remembered first."""
         seen = {o.label: self.stats[o.label]["mean"] for o in options

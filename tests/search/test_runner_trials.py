@@ -71,6 +71,22 @@ def test_carry_over_reuses_a_choice_that_paid_then_searches_again(tiny_qwen2):
     assert not any(strict.generate(p, max_new_tokens=40).carried_over for p in prompts[:3])
 
 
+def test_a_choice_far_below_what_the_memory_knows_is_not_carried(tiny_qwen2):
+    """With a memory, a carried choice must reach ``keep`` times the best option earlier requests measured, not only
+    ``min_speedup`` (docs/data/handoff: prompt lookup fixed by one short search was carried over seven prompts at
+    ~1.2x where lowbit gave ~2.4x; red when _carry ignores the memory)."""
+    from leap.search.memory import SearchMemory
+
+    memory = SearchMemory(None)
+    memory.stats = {"lowbit": {"requests": 5, "mean": 1e6}}
+    factory = lambda trace: _AlwaysPromptLookup(tiny_qwen2.num_layers)  # noqa: E731
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), factory,
+                          SearchSettings(budget=3, carry_over=2, give_up=0, min_speedup=0.0), memory=memory)
+    prompts = [[5, 6, 7, 8] * 3, [9, 10, 9, 10, 9], [4, 4, 5, 4, 4]]
+    assert [runner.generate(p, max_new_tokens=40).carried_over for p in prompts] == [False, False, False]
+    assert memory.best_expected() == 1e6  # (without the memory the same runs carry: the test above)
+
+
 def test_a_drafters_one_time_loading_does_not_count_as_the_spaces_cost(tiny_qwen2, monkeypatch):
     """The space's remembered cost leaves out what a drafter's first use costs (loading weights, a head):
     it does not recur, so it must not make the next request skip the search. A first search that found

@@ -35,6 +35,7 @@ import torch
 from leap.core.errors import SettingsError
 from leap.core.modeling.hf_interface import cache_keyword, dynamic_cache, output_cache
 from leap.core.modeling.llama_cpp.handoff import hand_off
+from leap.core.modeling.llama_cpp.library import QUANTS, _silence, requantized
 from leap.core.runtime.host_reads import on_host
 
 __all__ = ["LowBitRunner", "LlamaCppRunner", "TorchInt8Runner", "make_runner", "make_row_runners", "gguf_of", "requantized", "RUNNERS",
@@ -65,6 +66,11 @@ class LowBitRunner:
         logits = on_host(self._feed(tokens))  # runners run on the CPU: reading their logits is no device sync
         self.cached.extend(int(t) for t in tokens)
         return logits
+
+    def feed_all(self, tokens: Sequence[int]) -> torch.Tensor:
+        """:meth:`feed` that returns the logits after *each* token, ``[len(tokens), V]``: how the draft checks a cheaper
+        draft's guesses (``lowbit``'s ``pre``). This base feeds one token at a time; the runners do it in one pass."""
+        return torch.stack([self.feed([t]) for t in tokens])
 
     def truncate(self, n: int) -> None:
         if n < len(self.cached):
@@ -143,6 +149,14 @@ class TorchInt8Runner(LowBitRunner):
         self.cache, self.cached = cache, [int(t) for t in tokens]
         return True
 
+    def feed_all(self, tokens: Sequence[int]) -> torch.Tensor:
+        ids = torch.tensor([list(tokens)], dtype=torch.long)
+        with torch.inference_mode():
+            out = self.module(input_ids=ids, use_cache=True, logits_to_keep=0, **{cache_keyword(self.module): self.cache})
+        self.cache = output_cache(out)
+        self.cached.extend(int(t) for t in tokens)
+        return on_host(out.logits[0].float())
+
     def _truncate(self, n: int) -> None:
         if n == 0:
             self.cache = self._cache_type()
@@ -209,9 +223,10 @@ class LlamaCppRunner(LowBitRunner):
         return out
 
     @staticmethod
-    def _decode(runners: Sequence[LlamaCppRunner], tokens: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+    def _decode(runners: Sequence[LlamaCppRunner], tokens: Sequence[Sequence[int]], every: bool = False) -> list[torch.Tensor]:
         """One ``llama_decode`` of each runner's ``tokens`` after its cached ones, in its own sequence (all runners
-        on one context); the logits after each runner's last token. Does not touch :attr:`cached`."""
+        on one context); the logits after each runner's last token (``every``: after each of its tokens,
+        ``[len, V]``). Does not touch :attr:`cached`."""
         first = runners[0]
         lib, batch, ctx, i, last = first._lib, first._batch, first._ctx, 0, []
         for r, toks in zip(runners, tokens):
@@ -221,14 +236,21 @@ class LlamaCppRunner(LowBitRunner):
             for j, token in enumerate(toks):
                 batch.token[i], batch.pos[i], batch.n_seq_id[i] = int(token), start + j, 1
                 batch.seq_id[i][0] = r.seq
-                batch.logits[i] = j == len(toks) - 1
+                batch.logits[i] = every or j == len(toks) - 1
                 i += 1
             last.append(i - 1)
         batch.n_tokens = i
         if lib.llama_decode(ctx, batch) != 0:
             raise RuntimeError("llama_decode failed in the low-bit draft")
+        if every:  # one runner: its rows are the context's outputs, in order
+            return [torch.from_numpy(np.ctypeslib.as_array(lib.llama_get_logits(ctx), shape=(i, first._vocab)).copy())]
         return [torch.from_numpy(np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx, k), shape=(first._vocab,)).copy())
                 for k in last]
+
+    def feed_all(self, tokens: Sequence[int]) -> torch.Tensor:
+        logits = on_host(self._decode([self], [tokens], every=True)[0])
+        self.cached.extend(int(t) for t in tokens)
+        return logits
 
     @classmethod
     def feed_rows(cls, runners, tokens):
@@ -269,22 +291,6 @@ class LlamaCppRunner(LowBitRunner):
             pass
 
 
-_SILENT: list = []  # the log callback, kept alive for the process
-
-
-def _silence(llama_cpp) -> None:
-    """llama.cpp logs every context it creates to stderr; leap's progress and results stay readable."""
-    if not _SILENT:
-        import ctypes
-
-        @llama_cpp.llama_log_callback
-        def _quiet(level, text, user_data):  # noqa: ARG001
-            return None
-
-        _SILENT.append(_quiet)
-        llama_cpp.llama_log_set(_quiet, ctypes.c_void_p(0))
-
-
 RUNNERS = ("auto", "llama.cpp", "torch-int8")
 
 
@@ -295,45 +301,6 @@ def gguf_of(model: Any) -> Path | None:
         path = Path(info["source"]) / info["gguf_file"]
         return path if path.is_file() else None
     return None
-
-
-#: llama.cpp formats the draft's GGUF may be re-encoded to (``native``: the file as shipped); llama.cpp's ftype names
-QUANTS = {"native": None, "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q6_k": "LLAMA_FTYPE_MOSTLY_Q6_K",
-          "q5_1": "LLAMA_FTYPE_MOSTLY_Q5_1", "q5_0": "LLAMA_FTYPE_MOSTLY_Q5_0", "q4_1": "LLAMA_FTYPE_MOSTLY_Q4_1",
-          "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
-
-
-def requantized(path: str | Path, quant: str, threads: int | None = None) -> Path:
-    """The GGUF at ``path`` re-encoded to ``quant`` by llama.cpp's own quantiser (``llama_model_quantize`` with
-    requantising allowed: each tensor is dequantised and encoded again, so a format finer than the source's only
-    re-encodes the source's values). Written once, atomically, under ``$LEAP_CACHE/gguf`` (keyed by the source's
-    name, size and modification time); ``native`` returns ``path`` itself. Issue 35 measured the default model's
-    Q4_1 re-encoded as Q8_0 drafting better and taking in long prompts faster on this CPU - the format is a
-    searchable setting of ``lowbit`` (``quant``), decided by measurement, not assumed."""
-    if quant not in QUANTS:
-        raise SettingsError(f"unknown low-bit format {quant!r}; choose one of {', '.join(QUANTS)}")
-    path = Path(path)
-    if QUANTS[quant] is None:
-        return path
-    stat = path.stat()
-    root = Path(os.environ.get("LEAP_CACHE", Path.home() / ".cache" / "leap")) / "gguf"
-    out = root / f"{path.stem}.{stat.st_size}.{int(stat.st_mtime)}.{quant}.gguf"
-    if out.is_file():
-        return out
-    import llama_cpp
-
-    root.mkdir(parents=True, exist_ok=True)
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = getattr(llama_cpp, QUANTS[quant])
-    params.allow_requantize = True
-    params.nthread = threads or torch.get_num_threads() or 1
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
-    _silence(llama_cpp)
-    if llama_cpp.llama_model_quantize(str(path).encode(), str(tmp).encode(), params) != 0 or not tmp.is_file():
-        tmp.unlink(missing_ok=True)
-        raise SettingsError(f"llama.cpp could not re-encode {path} as {quant} (fix: quant=native)")
-    os.replace(tmp, out)
-    return out
 
 
 def make_row_runners(model: Any, n: int, **runner_args: Any) -> list[LowBitRunner]:

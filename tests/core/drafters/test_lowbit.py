@@ -15,7 +15,7 @@ from leap.core import LayerConfig, SelfSpecDecoder
 from leap.core.drafters import make_drafter
 from leap.core.drafters.lowbit import LowBit
 from leap.core.errors import SettingsError
-from leap.core.modeling.low_bit import TorchInt8Runner, make_runner
+from leap.core.modeling.low_bit import LowBitRunner, TorchInt8Runner, make_runner
 from leap.core.verify.sampling import SamplingSettings
 from tests.core.verify.test_sampling import NEGATIVE_N, _chi2_pvalue, _exact_three_token_distribution
 from tests.tiny import tiny_model
@@ -477,3 +477,101 @@ def test_a_drafter_that_joins_late_is_handed_the_prompts_cache_not_the_latest_po
     session.attach(late)
     for (keys, values), layer in zip(late.seen, fresh.cache.layers):
         assert torch.equal(keys, layer.keys[0]) and torch.equal(values, layer.values[0])
+
+
+# ---------------------------------------------------------------- multi-level drafting: pre=lookup (issue 35)
+def test_the_lookup_guesses_what_followed_the_latest_earlier_ngram():
+    """3-grams before 2-grams, the latest occurrence, a guess running on into the chain, none without a match; a
+    context that does not continue the last one is indexed afresh (red when the index keeps the earliest occurrence,
+    or indexes the context's own last n-gram, which has nothing after it)."""
+    from leap.core.drafters.lowbit import _Lookup
+
+    look = _Lookup()
+    context = [1, 2, 3, 9, 9, 1, 2, 3, 4, 5, 7, 2, 3]
+    look.cover(context)
+    assert look.guess(context, [], 4) == [4, 5, 7, 2]  # 2-gram (2, 3): latest earlier end is before 4
+    assert look.guess(context, [4], 3) == [5, 7, 2]  # 3-gram (2, 3, 4)
+    assert look.guess(context, [8], 3) == []  # (3, 8), (2, 3, 8): never seen
+    assert look.guess(context, [4, 5, 7, 2, 3], 8) == [4, 5, 7, 2, 3, 4, 5, 7]  # into the chain
+    assert look.guess(context, [4], 0) == []
+    look.cover([6, 6, 6])
+    assert look.guess([6, 6, 6], [], 2) == [6]  # (6, 6) ended at 2, followed by one 6; the old request is gone
+
+
+class _RuleRunner(LowBitRunner):
+    """A deterministic "model" over 40 tokens: the next token is a function of the last two, so its chains run into
+    cycles that prompt lookup can guess. Counts its passes (a feed_all of several tokens is one)."""
+
+    name = "rule"
+
+    def __init__(self, noise: int = 0):
+        super().__init__()
+        self.passes, self.noise = 0, noise
+
+    def _next(self, seq):
+        a, b = (seq[-2], seq[-1]) if len(seq) > 1 else (0, seq[-1])
+        return (3 * a + b + (len(seq) % 7 == 0) * self.noise) % 40
+
+    def _logits(self, seq):
+        logits = torch.linspace(0.0, 1.0, 40)  # a spread, for sampling
+        logits[self._next(seq)] += 4.0
+        return logits
+
+    def _feed(self, tokens):
+        self.passes += 1
+        return self._logits(self.cached + list(tokens))
+
+    def feed_all(self, tokens):
+        self.passes += 1
+        rows = [self._logits(self.cached + list(tokens[: i + 1])) for i in range(len(tokens))]
+        self.cached.extend(int(t) for t in tokens)
+        return torch.stack(rows)
+
+    def _truncate(self, n):
+        pass
+
+
+@settings(max_examples=30, deadline=None)
+@given(prompt=st.lists(st.integers(0, 39), min_size=2, max_size=30), noise=st.integers(0, 5),
+       steps=st.lists(st.tuples(st.integers(1, 16), st.integers(0, 16)), min_size=1, max_size=5))
+def test_a_multi_level_chain_is_the_drafts_own_chain_in_fewer_passes(prompt, noise, steps):
+    """With ``pre=lookup`` every chain (greedy, and sampled under the same generator: the same draws) is exactly the
+    chain the draft picks token by token, across steps that keep part of each chain, while the runner stays in step;
+    over a run the guessed passes never exceed the token-by-token ones (red when a guess is kept without the
+    draft's agreement, or the runner is not cut back after a rejected guess)."""
+    from leap.core.verify.sampling import SamplingSettings
+
+    plain, multi = LowBit(runner=_RuleRunner(noise), adapt=0, num_tokens=16), LowBit(
+        runner=_RuleRunner(noise), adapt=0, num_tokens=16, pre="lookup")
+    tokens = list(prompt)
+    for d in (plain, multi):
+        d.begin(tokens)
+        d.use_sampling(SamplingSettings(1.0, 1.0))
+    for n, keep in steps:
+        a, b = plain.propose(tokens, n), multi.propose(tokens, n)
+        assert a == b and multi.runner.cached == tokens + b[: len(multi.runner.cached) - len(tokens)]
+        ga, gb = torch.Generator().manual_seed(n), torch.Generator().manual_seed(n)
+        assert plain.propose_sampled(tokens, n, ga) == multi.propose_sampled(tokens, n, gb)
+        tokens += a[:keep] + [7]
+    assert multi.runner.passes <= plain.runner.passes
+
+
+def test_guesses_that_the_draft_keeps_save_passes_and_the_output_stays_plain_decodings(tiny_llama):
+    """On a context that repeats, the rule draft keeps most guesses and drafts in far fewer passes; on the tiny
+    model, pre=lookup decoding is plain decoding's output."""
+    multi = LowBit(runner=_RuleRunner(), adapt=0, num_tokens=16, pre="lookup")
+    plain = LowBit(runner=_RuleRunner(), adapt=0, num_tokens=16)
+    tokens = [1, 2]
+    for d in (plain, multi):
+        d.begin(tokens)
+    for _ in range(6):
+        chain = plain.propose(tokens, 16)
+        assert multi.propose(tokens, 16) == chain
+        tokens += chain
+    assert multi.guessed_kept > 0.8 * multi.guessed > 0 and multi.runner.passes < plain.runner.passes / 2
+    prompt = [5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7, 8, 5, 6]
+    out = SelfSpecDecoder(tiny_llama, None, drafter="lowbit",
+                          drafter_kwargs={"backend": "torch-int8", "pre": "lookup"}).generate(prompt, max_new_tokens=24)
+    assert out.token_ids == SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=24).token_ids
+    with pytest.raises(SettingsError, match="pre"):
+        LowBit(pre="suffix")
