@@ -118,6 +118,17 @@ def test_a_batch_drafted_by_llama_cpp_rows_together_is_each_prompt_decoded_alone
     rows = [LowBit(backend="llama.cpp") for _ in prompts]
     LowBit.join_rows(rows, smollm2)
     assert all(isinstance(r.runner, LlamaCppRunner) for r in rows) and len({id(r.runner._ctx) for r in rows}) == 1
+    # the KV handoff into the rows' sequences of one context: each row holds its prompt before any draft, and
+    # drafts from it as it does after taking the prompt in itself (below)
+    from leap.core.modeling.kv_cache import PromptKV
+
+    handed = [LowBit(backend="llama.cpp") for _ in prompts]
+    LowBit.join_rows(handed, smollm2)
+    for r, p in zip(handed, prompts):
+        r.use_prompt_kv(PromptKV(SelfSpecDecoder(smollm2, None).start(p, max_new_tokens=2).cache, len(p) - 1))
+    LowBit.begin_rows(handed, prompts)
+    assert [r.runner.cached for r in handed] == [p[:-1] for p in prompts]
+    handed_chains = LowBit.propose_rows(handed, prompts, [6, 3, 6])
     LowBit.begin_rows(rows, prompts)
     together = LowBit.propose_rows(rows, prompts, [6, 3, 6])
     for r, p, chain in zip(rows, prompts, together):
@@ -125,3 +136,4 @@ def test_a_batch_drafted_by_llama_cpp_rows_together_is_each_prompt_decoded_alone
         own.use_model(smollm2)
         own.begin(p)
         assert chain == own.propose(p, len(chain)) and len(chain) in (3, 6)
+    assert handed_chains == together

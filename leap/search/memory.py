@@ -68,11 +68,16 @@ class SearchMemory:
 
     def observe(self, trial_means: dict[str, float], fixed: str | None, fixed_speedup: float | None) -> None:
         """One request: each option's mean trial reward on it, and the option kept for the rest of the request
-        with the speedup its fixed phase measured (None: plain decoding was kept, or no fixed phase)."""
-        for label, value in trial_means.items():
-            self._update(label, value)
+        with the speedup its fixed phase measured (None: plain decoding was kept, or no fixed phase). Each option
+        counts once per request, the kept one with its fixed phase's speedup - the rest of the request, far more
+        steps than a 4-step trial, whose reward is partly luck (``docs/data/pre_and_carry``: one trial of prompt
+        lookup measured 6.6x on a prompt it could copy from, and counted twice, it pruned every other option from
+        the next request, which then decoded plainly)."""
+        values = dict(trial_means)
         if fixed is not None and fixed_speedup is not None:
-            self._update(fixed, fixed_speedup)
+            values[fixed] = fixed_speedup
+        for label, value in values.items():
+            self._update(label, value)
         self.last_paid = fixed is not None and (fixed_speedup is None or fixed_speedup >= 1.0)
         self.save()
 

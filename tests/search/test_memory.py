@@ -24,8 +24,19 @@ def test_options_that_keep_losing_are_pruned_and_unseen_ones_stay():
 def test_one_request_is_not_enough_to_prune():
     memory = SearchMemory(None, min_requests=2)
     memory.observe({A.label: 2.0, B.label: 0.5}, A.label, 2.0)
-    assert memory.stats[A.label]["requests"] == 2  # its trials and its fixed phase
-    assert set(memory.prune([A, B])) == {A, B}  # B seen on one request only
+    assert memory.stats[A.label]["requests"] == 1  # its trials and its fixed phase: one request
+    assert set(memory.prune([A, B])) == {A, B}  # both seen on one request only
+
+
+def test_a_kept_option_is_remembered_by_its_fixed_phase_not_its_lucky_trials():
+    """A 4-step trial can measure luck (prompt lookup 6.6x where it could copy); the option kept for the rest of the
+    request is remembered by what that fixed phase measured, so one lucky request cannot prune the options that pay
+    (red when the trial's reward is kept, or counted as a second request)."""
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    memory.observe({A.label: 6.6, B.label: 1.9}, A.label, 1.0)
+    memory.observe({B.label: 2.4}, B.label, 2.4)
+    assert memory.stats[A.label] == {"requests": 1, "mean": 1.0}
+    assert set(memory.prune([A, B])) == {A, B}  # A seen once: not enough to prune anything by
 
 
 def test_the_memory_persists_per_model_under_leap_cache(tmp_path, monkeypatch, tiny_llama):
@@ -34,7 +45,7 @@ def test_the_memory_persists_per_model_under_leap_cache(tmp_path, monkeypatch, t
     assert memory.empty and str(tmp_path) in memory.describe()
     memory.observe({A.label: 1.5}, A.label, 1.6)
     again = memory_for(tiny_llama)
-    assert again.stats == memory.stats and again.stats[A.label]["requests"] == 2
+    assert again.stats == memory.stats and again.stats[A.label]["requests"] == 1
     assert memory_for(tiny_llama, persist=False).empty  # a benchmark's fresh memory
 
 

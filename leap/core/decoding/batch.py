@@ -46,6 +46,7 @@ from leap.core.decoding.step_draft import StepDraft, commit_cut
 from leap.core.drafters import Drafter, make_drafter
 from leap.core.errors import ContextLengthError, SettingsError
 from leap.core.modeling.hf_interface import call_layer
+from leap.core.modeling.kv_cache import PromptKV
 from leap.core.modeling.layers import LayerStack
 from leap.core.modeling.model import LeapModel
 from leap.core.verify.sampling import SamplingSettings, greedy_accept, speculative_accept, target_probs
@@ -128,14 +129,15 @@ class BatchState:
                                 leap_window_mask=window_mask)
         return hidden
 
-    def prefill(self, prompts: Sequence[Sequence[int]]) -> None:
+    def prefill(self, prompts: Sequence[Sequence[int]]) -> list:
         """Take in every prompt but its last token (pending), each row alone - exactly the single-request prefill,
         with no padded positions computed - then lay the rows' entries out right-aligned in the batch's slots
-        (the shorter rows' leading slots are holes)."""
+        (the shorter rows' leading slots are holes). Returns each row's own cache (what a drafter that takes the
+        target's prompt cache is handed)."""
         stack = self.stack
         width = max(len(p) for p in prompts) - 1
         if width <= 0:
-            return
+            return []
         caches = []
         for p in prompts:
             cache = stack.new_cache(len(p))
@@ -156,6 +158,7 @@ class BatchState:
         slot = torch.arange(width, device=stack.device)[None, :]
         self.valid = slot >= (width - lengths)[:, None]
         self.slot_pos = (slot - (width - lengths)[:, None]).clamp_min(0)
+        return caches
 
     def _additive(self, allowed: torch.Tensor) -> torch.Tensor:
         dtype = self.stack.dtype
@@ -230,7 +233,7 @@ class BatchDecoder:
         self.num_tokens = num_tokens
         self.caps = tuple(int(c) for c in caps)
 
-    def _drafters(self, prompts: list[list[int]], settings: SamplingSettings) -> list[Drafter] | None:
+    def _drafters(self, prompts: list[list[int]], settings: SamplingSettings, caches: Sequence = ()) -> list[Drafter] | None:
         """The rows' drafters for new requests: one instance per row, kept across calls (as a
         :class:`SelfSpecDecoder` keeps its drafter across requests: ``begin`` starts each request afresh) and
         joined once (:meth:`Drafter.join_rows`: lowbit's rows share one llama.cpp context), then told the prompts
@@ -250,6 +253,9 @@ class BatchDecoder:
             if d.needs_model:
                 d.use_model(self.model)
             d.use_sampling(settings)
+        for d, p, cache in zip(rows, prompts, caches):
+            if d.takes_prompt_kv and len(p) > 1:  # the row's own prefill (lowbit's KV handoff)
+                d.use_prompt_kv(PromptKV(cache, len(p) - 1))
         type(rows[0]).begin_rows(rows, prompts)
         return rows
 
@@ -281,8 +287,8 @@ class BatchDecoder:
             generators.append(g)
         state = BatchState(stack, batch, longest + max_new_tokens)
         with torch.inference_mode():
-            drafters = self._drafters(prompts, settings)
-            state.prefill(prompts)  # every prompt but its last token (pending)
+            caches = state.prefill(prompts)  # every prompt but its last token (pending)
+            drafters = self._drafters(prompts, settings, caches)
             prefill = time.perf_counter() - t0
             active = list(range(batch))  # request index of each batch row
             caps: list[int] = []

@@ -194,12 +194,12 @@ class LowBit(Drafter):
         self.chain = self.num_tokens
         self.guessed = self.guessed_kept = 0
         kv, self._prompt_kv = self._prompt_kv, None
-        if take_in and self.runner is not None and len(prompt) > 1:  # (begin_rows takes the rows' in together)
+        if self.runner is not None and len(prompt) > 1:
             context = self._context(prompt, 0)
             held = self.runner.cached[: len(context) - 1] == context[:-1]  # a search option sharing the runner
             handed = (kv is not None and self.handoff and self._start == 0 and len(context) > 1 and not held
                       and self.runner.take_kv(context[:-1], kv))
-            if len(context) > 1 and not handed:
+            if take_in and len(context) > 1 and not handed:  # (begin_rows: the rows' are taken in together later)
                 self.runner.sync(context[:-1])
 
     def use_prompt_kv(self, kv: Any) -> None:
@@ -232,8 +232,9 @@ class LowBit(Drafter):
 
     @classmethod
     def begin_rows(cls, rows: Sequence[Drafter], prompts: Sequence[Sequence[int]]) -> None:
-        """:meth:`begin` of every row without taking the prompts in: the rows' first :meth:`propose_rows` takes them
-        in together (one pass where the rows share a context), and a batch that never drafts (a cap of 0 chosen by
+        """:meth:`begin` of every row without taking the prompts in: a row handed its prefill's cache takes it now (the
+        KV handoff, a copy); the others' first :meth:`propose_rows` takes them in together (one pass where the rows
+        share a context), and a batch that never drafts (a cap of 0 chosen by
         :class:`~leap.core.policies.batch_caps.GoodputBandit`) never pays for them (issue 37: at B = 8 the prompts'
         ingestion was a fixed cost even where speculation was off)."""
         for r, p in zip(rows, prompts):

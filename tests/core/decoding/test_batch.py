@@ -123,3 +123,30 @@ def test_sampled_rows_follow_the_target_distribution_and_a_rule_that_keeps_every
     wrong = _sample_rows(model, prompts, NEGATIVE_N, monkeypatch, accept_all=True)
     assert _chi2_pvalue(wrong[0], exact[tuple(repetitive)]) < 1e-6
 
+
+
+def test_lowbit_rows_are_handed_their_own_prefill_and_stay_lossless(tiny_llama, monkeypatch):
+    """Issue 35's KV handoff in a batch: each lowbit row's draft cache starts as its own prompt's keys and values from
+    its own prefill (not the batch's padded slots), none is fed its prompt, and every row is its prompt decoded
+    alone (red when the batch hands no cache, or one row another's)."""
+    from leap.core.modeling.low_bit import TorchInt8Runner
+
+    handed, fed = [], []
+    take, feed = TorchInt8Runner.take_kv, TorchInt8Runner._feed
+
+    def spy_take(self, tokens, kv):
+        keys = kv.layer(0)[0]
+        handed.append((list(tokens), keys.clone()))
+        return take(self, tokens, kv)
+
+    monkeypatch.setattr(TorchInt8Runner, "take_kv", spy_take)
+    monkeypatch.setattr(TorchInt8Runner, "_feed", lambda self, tokens: (fed.append(list(tokens)), feed(self, tokens))[1])
+    prompts = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [14, 15, 16, 17, 18, 19, 20, 21]]
+    out = BatchDecoder(tiny_llama, "lowbit", num_tokens=4, drafter_kwargs={"backend": "torch-int8"}).generate(
+        prompts, max_new_tokens=16)
+    assert [r.token_ids for r in out.rows] == [_alone(tiny_llama, p, 16).token_ids for p in prompts]
+    assert [t for t, _ in handed] == [p[:-1] for p in prompts]
+    for (tokens, keys), p in zip(handed, prompts):
+        session = SelfSpecDecoder(tiny_llama, None).start(p, max_new_tokens=2)
+        assert torch.equal(keys, session.cache.layers[0].keys[0, :, : len(p) - 1])
+    assert prompts[0][:-1] not in fed and prompts[2][:-1] not in fed  # no row's prompt went through the draft
