@@ -156,6 +156,7 @@ class OnlineSearch:
         self.agent: SearchAgent | None = None
         self.built_space = False
         self.drafters: dict[DrafterOption, Drafter] = {}  # one instance per option, kept across prompts
+        self._t_base = 0.0  # the last measured plain step time (a carried request reuses it)
         self._carried = None  # settings.carry_over: the choice reused without a search ...
         self._carry_left = 0  # ... and for how many more prompts
         self._space_s: float | None = None  # what building the space and agent cost on the last prompt (measured)
@@ -193,10 +194,18 @@ class OnlineSearch:
         clock = session.stack.clock  # synchronises the device before reading the host clock
 
         # t_base: plain steps after one untimed warm-up step (the first step after a prefill runs
-        # cold on a GPU: new shapes, allocator growth); their tokens are kept, nothing is wasted
-        base_times = [session.step(None, drafter=None).time_s for _ in range(s.base_steps + 1) if not session.done]
-        base_times = base_times[1:] if len(base_times) > 1 else base_times
-        t_base = statistics.median(base_times) if base_times else 0.0
+        # cold on a GPU: new shapes, allocator growth); their tokens are kept, nothing is wasted. A request that
+        # carries an earlier choice runs no trial and needs no fresh t_base: it reuses the last measured one (three
+        # plain steps are ~4% of a request decoded at 2.4x - most of what the search lost to lowbit on requests it
+        # did not search, docs/data/search_memory_fix)
+        reuse = s.carry_over and self._carry_left > 0 and self._carried is not None and self._t_base > 0
+        if reuse:
+            t_base = self._t_base
+        else:
+            base_times = [session.step(None, drafter=None).time_s for _ in range(s.base_steps + 1) if not session.done]
+            base_times = base_times[1:] if len(base_times) > 1 else base_times
+            t_base = statistics.median(base_times) if base_times else 0.0
+            self._t_base = t_base if t_base > 0 else self._t_base
         if s.reward == "cost" or t_base <= 0:  # t_base <= 0: the prompt ended before; nothing to search
             reward = CostModelSpeedup(self.decoder.costs)
         else:

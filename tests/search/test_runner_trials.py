@@ -62,6 +62,8 @@ def test_carry_over_reuses_a_choice_that_paid_then_searches_again(tiny_qwen2):
     assert [o.carried_over for o in outs] == [False, True, True, False]
     assert [o.iterations for o in outs] == [3, 0, 0, 3]
     assert len(searched) == 2  # a carried request builds no space and no agent: only the two searches did
+    # ... and runs no plain steps to time t_base: it reuses the last one measured (red when it measures its own)
+    assert outs[1].t_base_s == outs[2].t_base_s == outs[0].t_base_s != outs[3].t_base_s
     assert all(o.fixed_config == "prompt-lookup" for o in outs)
     plain = SelfSpecDecoder(tiny_qwen2, None)
     assert all(o.generation.token_ids == plain.generate(p, max_new_tokens=40).token_ids for o, p in zip(outs, prompts))
