@@ -71,7 +71,7 @@ class SearchMemory:
         with the speedup its fixed phase measured (None: plain decoding was kept, or no fixed phase). Each option
         counts once per request, the kept one with its fixed phase's speedup - the rest of the request, far more
         steps than a 4-step trial, whose reward is partly luck (``docs/data/pre_and_carry``: one trial of prompt
-        lookup measured 6.6x on a prompt it could copy from, and counted twice, it pruned every other option from
+        lookup rewarded 6.6 on a prompt it could copy from, and counted twice, it pruned every other option from
         the next request, which then decoded plainly)."""
         values = dict(trial_means)
         if fixed is not None and fixed_speedup is not None:

@@ -196,8 +196,7 @@ class OnlineSearch:
         # t_base: plain steps after one untimed warm-up step (the first step after a prefill runs
         # cold on a GPU: new shapes, allocator growth); their tokens are kept, nothing is wasted. A request that
         # carries an earlier choice runs no trial and needs no fresh t_base: it reuses the last measured one (three
-        # plain steps are ~4% of a request decoded at 2.4x - most of what the search lost to lowbit on requests it
-        # did not search, docs/data/search_memory_fix)
+        # tokens at plain speed where the carried drafter would have drafted them: a few percent of a request)
         reuse = s.carry_over and self._carry_left > 0 and self._carried is not None and self._t_base > 0
         if reuse:
             t_base = self._t_base
