@@ -103,6 +103,7 @@ class Cascade(Drafter):
         self.needs_logits = any(d.needs_logits for d in self.parts)
         self.needs_costs = any(d.needs_costs for d in self.parts)
         self.needs_model = any(d.needs_model for d in self.parts)
+        self.takes_prompt_kv = any(d.takes_prompt_kv for d in self.parts)  # lowbit's KV handoff, passed on
         self.samples_drafts = self.then.samples_drafts
         self.tree_nodes = max(d.tree_nodes for d in self.parts)
         self.host_reads_per_step = sum(d.host_reads_per_step for d in self.parts)
@@ -164,6 +165,11 @@ class Cascade(Drafter):
     def use_sampling(self, settings: Any) -> None:
         for d in self.parts:
             d.use_sampling(settings)
+
+    def use_prompt_kv(self, kv: Any) -> None:
+        for d in self.parts:
+            if d.takes_prompt_kv:
+                d.use_prompt_kv(kv)
 
     def begin(self, prompt: Sequence[int]) -> None:
         for d in self.parts:
