@@ -130,12 +130,16 @@ class TorchInt8Runner(LowBitRunner):
         self._cache_type = dynamic_cache()
         self.cache = self._cache_type()
 
-    def _feed(self, tokens: Sequence[int]) -> torch.Tensor:
+    def _forward(self, tokens: Sequence[int], keep: int) -> torch.Tensor:
+        """``tokens`` through the int8 copy, appended to its cache; the float32 logits of the last ``keep`` (0: all)."""
         ids = torch.tensor([list(tokens)], dtype=torch.long)
         with torch.inference_mode():
-            out = self.module(input_ids=ids, use_cache=True, logits_to_keep=1, **{cache_keyword(self.module): self.cache})
+            out = self.module(input_ids=ids, use_cache=True, logits_to_keep=keep, **{cache_keyword(self.module): self.cache})
         self.cache = output_cache(out)
-        return out.logits[0, -1].float()
+        return out.logits[0].float()
+
+    def _feed(self, tokens: Sequence[int]) -> torch.Tensor:
+        return self._forward(tokens, 1)[-1]
 
     def take_kv(self, tokens: Sequence[int], kv: Any) -> bool:
         """The target's keys and values as this copy's ``DynamicCache`` (same layout: both are transformers')."""
@@ -150,12 +154,9 @@ class TorchInt8Runner(LowBitRunner):
         return True
 
     def feed_all(self, tokens: Sequence[int]) -> torch.Tensor:
-        ids = torch.tensor([list(tokens)], dtype=torch.long)
-        with torch.inference_mode():
-            out = self.module(input_ids=ids, use_cache=True, logits_to_keep=0, **{cache_keyword(self.module): self.cache})
-        self.cache = output_cache(out)
+        logits = on_host(self._forward(tokens, 0))
         self.cached.extend(int(t) for t in tokens)
-        return on_host(out.logits[0].float())
+        return logits
 
     def _truncate(self, n: int) -> None:
         if n == 0:

@@ -36,6 +36,7 @@ __all__ = ["MAGIC", "SeqState", "SeqStateError", "parse", "encode", "to_rows", "
 MAGIC = 0xAF143CD8
 #: ggml types the handoff writes (float caches; llama.cpp's default cache type is F16): type id -> bytes per value
 ELEMENT_BYTES = {0: 4, 1: 2, 30: 2}  # GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16
+_DTYPES = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}
 
 
 class SeqStateError(ValueError):
@@ -152,7 +153,7 @@ def to_rows(x: torch.Tensor, ggml_type: int) -> np.ndarray:
     """A float tensor ``[cells, n]`` as raw ggml rows ``[cells, n * bytes]`` of ``ggml_type`` (F32, F16 or BF16)."""
     if ggml_type not in ELEMENT_BYTES:
         raise SeqStateError(f"the draft's cache has ggml type {ggml_type}; the handoff writes F32, F16 or BF16")
-    dtype = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}[ggml_type]
+    dtype = _DTYPES[ggml_type]
     raw = x.detach().to(dtype).contiguous().view(torch.uint8)
     return raw.cpu().numpy().reshape(x.shape[0], -1)  # (the handoff's caches are on the CPU already)
 
@@ -161,5 +162,5 @@ def from_rows(rows: np.ndarray, ggml_type: int) -> torch.Tensor:
     """Raw ggml rows back to float32 ``[cells, n]`` (the inverse of :func:`to_rows`)."""
     if ggml_type not in ELEMENT_BYTES:
         raise SeqStateError(f"ggml type {ggml_type} is not a float cache type")
-    dtype = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}[ggml_type]
+    dtype = _DTYPES[ggml_type]
     return torch.from_numpy(np.array(rows, copy=True)).view(dtype).float()

