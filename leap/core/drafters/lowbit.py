@@ -8,9 +8,13 @@ proposal (accepted tokens kept, rejected ones removed).
 
 Greedy: the draft's argmax chain, stopped early when the draft's top probability falls below
 ``min_confidence``. Sampling: each token drawn from ``q`` = the draft's distribution after the
-request's temperature and top-p (the same transform as the target's), cut to its ``top_k`` most likely
-tokens and renormalised - the exact distribution the token is drawn from - and returned with it, so the
-speculative sampling rule (and Traversal Verification for chains) keeps the target distribution.
+request's temperature and top-p (the same transform as the target's) - by default the whole of it, kept as one
+tensor (:class:`~leap.core.verify.sampling.DenseDraw`); with ``top_k=K`` cut to its ``K`` most likely tokens and
+renormalised - the exact distribution the token is drawn from, returned with it, so the speculative sampling rule
+(and Traversal Verification for chains) keeps the target distribution. The cut costs acceptance: the tail it drops
+is mass ``sum(min(p, q))`` can no longer count (on the default model at T = 1, teacher forced on leap's seed
+prompts: 0.89 for the top 64, 0.96 for the whole vocabulary; ``benchmarks/lowbit_top_k.py``). Trees list their
+candidates, so they keep a cut (``top_k``, or ``TREE_TOP_K`` when it is 0).
 Lossless either way: the decoder verifies every token with the full-precision model.
 
 Trees (``shape=``): ``"chain"`` (default); ``"siblings"`` - the chain plus, at every depth, the next
@@ -50,13 +54,14 @@ from leap.core.errors import SettingsError
 from leap.core.modeling.low_bit import QUANTS, LowBitRunner, make_row_runners, make_runner
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.trees.stochastic_tree import delayed_shape, fill_shape, gumbel_top_k, most_likely, sibling_shape
-from leap.core.verify.sampling import SamplingSettings, target_probs
+from leap.core.verify.sampling import DenseDraw, SamplingSettings, target_probs
 
 __all__ = ["LowBit", "SHAPES", "PRE"]
 
 SHAPES = ("chain", "siblings", "delayed")
 PRE = ("none", "lookup")  # the chain's cheaper first level (multi-level drafting): none, or prompt lookup
 PRE_TRIAL = 16  # guessed tokens before ``pre_min_kept`` decides whether the first level goes on guessing
+TREE_TOP_K = 64  # a tree's candidates per node when ``top_k=0`` (the whole vocabulary is for chains: a tree lists its candidates)
 
 
 class _Lookup:
@@ -116,7 +121,7 @@ class LowBit(Drafter):
 
     def __init__(self, num_tokens: int = 6, min_confidence: float = 0.0, backend: str = "auto",
                  gguf: str | None = None, threads: int | None = None, n_ctx: int = 0,
-                 top_k: int = 64, runner: LowBitRunner | None = None, shape: str = "chain", width: int = 2,
+                 top_k: int = 0, runner: LowBitRunner | None = None, shape: str = "chain", width: int = 2,
                  trunk: int = 4, branches: int = 2, branch_len: int = 2, window: int = 0,
                  quant: str = "q8_0", adapt: int | None = None, handoff: bool = True, pre: str = "none",
                  pre_tokens: int = 8, pre_min_kept: float = 0.5) -> None:
@@ -154,7 +159,9 @@ class LowBit(Drafter):
         self.adapt = int(adapt)
         self.chain = self.num_tokens  # this step's chain length: num_tokens, or adapted within [num_tokens, adapt]
         self.min_confidence = float(min_confidence)
-        self.top_k = max(int(top_k), 1)
+        if int(top_k) < 0:
+            raise SettingsError(f"lowbit: top_k must be >= 0 (0: the whole vocabulary), got {top_k}")
+        self.top_k = int(top_k)
         if quant not in QUANTS:
             raise SettingsError(f"lowbit: unknown quant {quant!r}; choose one of {', '.join(QUANTS)}")
         self.runner_args = dict(backend=backend, gguf=gguf, threads=threads, n_ctx=n_ctx, quant=quant)
@@ -289,6 +296,11 @@ class LowBit(Drafter):
 
         def pick(logits: torch.Tensor, out: list[int]) -> int:
             probs = target_probs(logits.unsqueeze(0), self.settings)[0]
+            if not self.top_k:  # the whole distribution, kept as one tensor (DenseDraw)
+                on = probs.to(generator.device) if generator is not None else probs
+                index = int(torch.multinomial(on, 1, generator=generator).item())
+                draws.append(DenseDraw(probs))
+                return index
             top = torch.topk(probs, min(self.top_k, probs.numel()))
             q = top.values / top.values.sum()  # the distribution the token is drawn from: exact, as the rule needs
             index = int(torch.multinomial(q.to(generator.device) if generator is not None else q, 1,
@@ -362,7 +374,7 @@ class LowBit(Drafter):
         def lookup(path):
             logits = runner.sync(context + list(path))
             probs = target_probs(logits.unsqueeze(0), self.settings)[0] if sampled else torch.softmax(logits, -1)
-            top = torch.topk(probs, min(self.top_k, probs.numel()))
+            top = torch.topk(probs, min(self.top_k or TREE_TOP_K, probs.numel()))
             return top.indices.tolist(), (top.values / top.values.sum()).tolist()
 
         return lookup

@@ -102,7 +102,8 @@ class DraftTree:
         """A chain of ``tokens``; ``draws`` their draft distributions (sampled chains)."""
         tree = cls(tokens)
         if draws is not None:
-            tree.draws = [None if q is None else dict(q) for q in draws][: len(tree)]
+            # a dict is copied; a read-only mapping (a dense draw over the whole vocabulary) is kept as it is
+            tree.draws = [dict(q) if isinstance(q, dict) else q for q in draws][: len(tree)]
         return tree
 
     def prefix(self, nodes: int) -> DraftTree:

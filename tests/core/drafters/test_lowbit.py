@@ -64,15 +64,18 @@ def test_lowbit_greedy_output_is_plain_greedy_output(tiny_llama, num_tokens, ski
     assert spec.acceptance_rate > 0.5
 
 
-def test_lowbit_samples_follow_the_target_distribution(monkeypatch):
+@pytest.mark.parametrize("top_k", [0, 3])
+def test_lowbit_samples_follow_the_target_distribution(monkeypatch, top_k):
     """T = 1: three-token outputs of lowbit-drafted decoding match the exact target distribution (chi-square),
     with a different model's int8 copy as the draft (q far from p, so rejections and residual draws are
-    exercised; the model's own copy is close to p, too close for the control to bite). Negative control: a rule that accepts every draft token fails the same test."""
+    exercised; the model's own copy is close to p, too close for the control to bite), drawing from the whole
+    vocabulary (``top_k=0``: dense draws) and from its top 3 of 6 tokens (q zero outside). Negative control: a
+    rule that accepts every draft token fails the same test."""
     model = tiny_model("llama", vocab=6, eos_token_id=None, init=0.3)
     draft_model = tiny_model("llama", vocab=6, eos_token_id=None, init=0.6, seed=5)
     prompt = [4, 1, 3]
     exact = _exact_three_token_distribution(model, prompt, SamplingSettings(1.0, 1.0))
-    drafter = LowBit(num_tokens=2, runner=TorchInt8Runner(draft_model))
+    drafter = LowBit(num_tokens=2, runner=TorchInt8Runner(draft_model), top_k=top_k)
     decoder = SelfSpecDecoder(model, None, drafter=drafter)
     V, N = 6, 1500
 

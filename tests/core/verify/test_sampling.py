@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from leap.core import LayerConfig, SelfSpecDecoder
-from leap.core.verify.sampling import SamplingSettings, greedy_accept, speculative_accept, target_probs
+from leap.core.verify.sampling import (DenseDraw, SamplingSettings, draft_rows, greedy_accept, speculative_accept,
+                                      target_probs)
 from tests.tiny import tiny_model
 
 
@@ -49,6 +52,23 @@ def test_speculative_accept_on_synthetic_distributions():
         counts[x if accepted == 1 else nxt] += 1
     assert _chi2_pvalue(counts, p[0]) > 1e-3
     assert _chi2_pvalue(q_counts, p[0]) < 1e-6  # the draft alone is far from the target
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.lists(st.tuples(st.lists(st.floats(0.0, 1.0), min_size=7, max_size=7), st.booleans()),
+                     min_size=1, max_size=6))
+def test_draft_rows_read_dense_draws_as_their_maps(rows):
+    """A dense draw (the whole vocabulary, one tensor) reads as the ``{token: q}`` map of its non-zero
+    probabilities, and ``draft_rows`` fills the same ``[n, V]`` rows from any mix of dense draws and maps."""
+    probs = [torch.tensor(w) + 0.5 * torch.eye(7)[i % 7] for i, (w, _) in enumerate(rows)]  # never all zero
+    probs = [p / p.sum() for p in probs]
+    maps = [{t: float(v) for t, v in enumerate(p.tolist()) if v > 0} for p in probs]
+    mixed = [DenseDraw(p) if dense else m for p, m, (_, dense) in zip(probs, maps, rows)]
+    for p, m in zip(probs, maps):
+        d = DenseDraw(p)
+        assert dict(d) == pytest.approx(m) and len(d) == len(m)
+        assert d.get(7, 0.0) == 0.0 and d.get(-1, 0.0) == 0.0
+    assert torch.allclose(draft_rows(mixed, 7, "cpu"), draft_rows(maps, 7, "cpu"))
 
 
 def test_greedy_accept():
