@@ -36,7 +36,9 @@ def _silence(llama_cpp) -> None:
 #: llama.cpp formats the draft's GGUF may be re-encoded to (``native``: the file as shipped); llama.cpp's ftype names
 QUANTS = {"native": None, "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q6_k": "LLAMA_FTYPE_MOSTLY_Q6_K",
           "q5_1": "LLAMA_FTYPE_MOSTLY_Q5_1", "q5_0": "LLAMA_FTYPE_MOSTLY_Q5_0", "q4_1": "LLAMA_FTYPE_MOSTLY_Q4_1",
-          "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
+          "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0",
+          # formats llama.cpp repacks for AVX2 matrix kernels (Q4_K where rows are a multiple of 256, IQ4_NL)
+          "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q4_k_s": "LLAMA_FTYPE_MOSTLY_Q4_K_S", "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL"}
 
 
 def requantized(path: str | Path, quant: str, threads: int | None = None) -> Path:
