@@ -52,6 +52,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
+    meta = provenance()  # at the start: the code measured, whatever is edited while it runs
     torch.set_num_threads(args.threads)
     model = load_model("smollm2")
     quants = args.quants.split(",")
@@ -85,7 +86,7 @@ def main() -> None:
             row["identical"] += int(list(out.token_ids) == list(reference.token_ids))
     bandwidth = bandwidth_gb_s()
     plain_step_ms = 1e3 * plain_seconds / plain_tokens  # a plain token, prefill included, as the profile counts
-    result = {"meta": provenance(), "prompts": args.prompts, "tokens": args.tokens,
+    result = {"meta": meta, "prompts": args.prompts, "tokens": args.tokens,
               "bandwidth_gb_s": round(bandwidth, 2), "plain_step_ms": round(plain_step_ms, 2), "formats": {}}
     base = gguf_of(model)
     for q in quants:

@@ -335,16 +335,20 @@ class OnlineSearch:
         return any(mean >= self.settings.min_speedup for mean, *_ in history.mean_rewards().values())
 
     def _carry(self, fixed, was_carried: bool, tokens: int, seconds: float, t_base: float) -> None:
-        """Keep ``fixed`` for the next prompts if its fixed phase paid (tokens/s over plain's), else drop it. With a
-        memory, paying means reaching ``keep`` times the best any option measured on earlier requests, not only
-        ``min_speedup``: a choice a short search fixed by luck (prompt lookup at 1.2x, where lowbit gives 2.4x,
-        ``docs/data/handoff``) is otherwise carried from prompt to prompt without a search to replace it."""
-        bar = self.settings.min_speedup
+        """Keep ``fixed`` for the next prompts if its fixed phase paid (tokens/s over plain's reached ``min_speedup``),
+        else drop it. With a memory, it must also be near the best option the memory knows: its own mean over
+        earlier requests (or, not yet remembered, this request's measurement) at least ``keep`` times the best
+        option's mean. A choice a short search fixed by luck (prompt lookup at 1.2x, where lowbit gives 2.4x,
+        ``docs/data/handoff``) is otherwise carried from prompt to prompt without a search to replace it; and one
+        request's speed is not compared with a mean over other prompts, which a harder prompt misses by its
+        difficulty alone (``docs/data/lowbit_dense``: 24 of 39 requests searched again, most after a carried
+        ``lowbit`` fell below ``keep`` times its own mean)."""
+        speedup = tokens * t_base / seconds if fixed is not None and tokens > 0 and seconds > 0 and t_base > 0 else None
+        paid = speedup is not None and speedup >= self.settings.min_speedup
         best = self.memory.best_expected() if self.memory is not None else None
-        if best is not None:
-            bar = max(bar, self.memory.keep * best)
-        paid = fixed is not None and tokens > 0 and seconds > 0 and t_base > 0 \
-            and tokens * t_base / seconds >= bar
+        if paid and best is not None:
+            remembered = self.memory.expected(fixed.drafter.label) if isinstance(fixed, DraftChoice) else None
+            paid = (remembered if remembered is not None else speedup) >= self.memory.keep * best
         if not paid:
             self._carried, self._carry_left = None, 0
         elif not was_carried:

@@ -89,6 +89,28 @@ def test_a_choice_far_below_what_the_memory_knows_is_not_carried(tiny_qwen2):
     assert memory.best_expected() == 1e6  # (without the memory the same runs carry: the test above)
 
 
+def test_a_choice_the_memory_ranks_best_is_carried_on_a_slower_prompt(tiny_qwen2):
+    """A carried choice is judged by its own remembered mean against the best option's, not by one request's speed
+    against a mean over other prompts: prompt lookup, the memory's best option by far, stays carried although this
+    request's measurement is nowhere near that mean (red when _carry compares the request's speed with the bar:
+    docs/data/lowbit_dense searched 24 of 39 requests)."""
+    from leap.search.memory import SearchMemory
+
+    memory = SearchMemory(None)
+    memory.stats = {"prompt-lookup": {"requests": 5, "mean": 1e6}, "suffix": {"requests": 5, "mean": 1.0}}
+    searched = []
+
+    def factory(trace):
+        searched.append(trace)
+        return _AlwaysPromptLookup(tiny_qwen2.num_layers)
+
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), factory,
+                          SearchSettings(budget=3, carry_over=2, give_up=0, min_speedup=0.0), memory=memory)
+    prompts = [[5, 6, 7, 8] * 3, [9, 10, 9, 10, 9], [4, 4, 5, 4, 4]]
+    assert [runner.generate(p, max_new_tokens=40).carried_over for p in prompts] == [False, True, True]
+    assert len(searched) == 1
+
+
 def test_a_drafters_one_time_loading_does_not_count_as_the_spaces_cost(tiny_qwen2, monkeypatch):
     """The space's remembered cost leaves out what a drafter's first use costs (loading weights, a head):
     it does not recur, so it must not make the next request skip the search. A first search that found
