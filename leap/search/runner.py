@@ -290,8 +290,9 @@ class OnlineSearch:
         while not session.done:
             self._step(session, fixed)
         if s.carry_over:
+            means = history.mean_rewards()
             self._carry(fixed, carried is not None, len(session.new_token_ids) - n_fixed,
-                        session.decode_time_s - t_fixed, t_base)
+                        session.decode_time_s - t_fixed, t_base, means[fixed][0] if fixed in means else None)
         if self.memory is not None:
             self._remember(history, fixed, len(session.new_token_ids) - n_fixed, session.decode_time_s - t_fixed,
                            t_base)
@@ -334,16 +335,20 @@ class OnlineSearch:
         """Whether some configuration's mean reward so far reaches ``min_speedup`` (one the fix would keep)."""
         return any(mean >= self.settings.min_speedup for mean, *_ in history.mean_rewards().values())
 
-    def _carry(self, fixed, was_carried: bool, tokens: int, seconds: float, t_base: float) -> None:
+    def _carry(self, fixed, was_carried: bool, tokens: int, seconds: float, t_base: float,
+               trial_mean: float | None = None) -> None:
         """Keep ``fixed`` for the next prompts if its fixed phase paid (tokens/s over plain's reached ``min_speedup``),
-        else drop it. With a memory, it must also be near the best option the memory knows: its own mean over
-        earlier requests (or, not yet remembered, this request's measurement) at least ``keep`` times the best
+        else drop it. A request that ended inside its search has no fixed phase: its trials' mean reward for
+        ``fixed`` (``trial_mean``) stands for it - else every such request is followed by another search
+        (``docs/data/search_carry``: six in a row, each searching to the prompt's end). With a memory, it must also
+        be near the best option the memory knows: its own mean over earlier requests (or, not yet remembered, this request's measurement) at least ``keep`` times the best
         option's mean. A choice a short search fixed by luck (prompt lookup at 1.2x, where lowbit gives 2.4x,
         ``docs/data/handoff``) is otherwise carried from prompt to prompt without a search to replace it; and one
         request's speed is not compared with a mean over other prompts, which a harder prompt misses by its
         difficulty alone (``docs/data/lowbit_dense``: 24 of 39 requests searched again, most after a carried
         ``lowbit`` fell below ``keep`` times its own mean)."""
-        speedup = tokens * t_base / seconds if fixed is not None and tokens > 0 and seconds > 0 and t_base > 0 else None
+        speedup = tokens * t_base / seconds if fixed is not None and tokens > 0 and seconds > 0 and t_base > 0 \
+            else trial_mean if fixed is not None else None
         paid = speedup is not None and speedup >= self.settings.min_speedup
         best = self.memory.best_expected() if self.memory is not None else None
         if paid and best is not None:

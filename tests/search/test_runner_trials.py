@@ -111,6 +111,19 @@ def test_a_choice_the_memory_ranks_best_is_carried_on_a_slower_prompt(tiny_qwen2
     assert len(searched) == 1
 
 
+def test_a_request_that_ends_inside_its_search_carries_its_best_trial(tiny_qwen2):
+    """A request whose prompt ends while the search still runs has no fixed phase; its best option's trials stand
+    for it, so the next request carries that choice instead of searching again (red when only a fixed phase counts:
+    docs/data/search_carry searched six requests in a row to their ends)."""
+    factory = lambda trace: _AlwaysPromptLookup(tiny_qwen2.num_layers)  # noqa: E731
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), factory,
+                          SearchSettings(budget=50, carry_over=2, give_up=0, min_speedup=0.0))
+    first = runner.generate([5, 6, 7, 8] * 3, max_new_tokens=8)
+    assert first.stop == "done" and first.iterations >= 1
+    second = runner.generate([9, 10, 9, 10, 9], max_new_tokens=8)
+    assert second.carried_over and second.fixed_config == "prompt-lookup"
+
+
 def test_a_drafters_one_time_loading_does_not_count_as_the_spaces_cost(tiny_qwen2, monkeypatch):
     """The space's remembered cost leaves out what a drafter's first use costs (loading weights, a head):
     it does not recur, so it must not make the next request skip the search. A first search that found
