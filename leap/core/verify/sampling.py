@@ -79,7 +79,7 @@ class DenseDraw(Mapping):
         self.probs = probs
 
     def __getitem__(self, token: int) -> float:
-        value = float(self.probs[token]) if 0 <= int(token) < self.probs.numel() else 0.0
+        value = self.probs[token].item() if 0 <= int(token) < self.probs.numel() else 0.0
         if value <= 0.0:
             raise KeyError(token)
         return value
@@ -88,7 +88,7 @@ class DenseDraw(Mapping):
         return iter(torch.nonzero(self.probs > 0).flatten().tolist())
 
     def __len__(self) -> int:
-        return int((self.probs > 0).sum())
+        return (self.probs > 0).sum().item()
 
 
 def draft_rows(distributions: list[Mapping[int, float]], vocab: int, device) -> torch.Tensor:

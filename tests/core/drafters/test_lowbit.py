@@ -64,13 +64,13 @@ def test_lowbit_greedy_output_is_plain_greedy_output(tiny_llama, num_tokens, ski
     assert spec.acceptance_rate > 0.5
 
 
-@pytest.mark.parametrize("top_k", [0, 3])
+@pytest.mark.parametrize("top_k", [0])  # a cut (top_k=K) draws dict maps: the trees' test below covers them
 def test_lowbit_samples_follow_the_target_distribution(monkeypatch, top_k):
     """T = 1: three-token outputs of lowbit-drafted decoding match the exact target distribution (chi-square),
     with a different model's int8 copy as the draft (q far from p, so rejections and residual draws are
     exercised; the model's own copy is close to p, too close for the control to bite), drawing from the whole
-    vocabulary (``top_k=0``: dense draws) and from its top 3 of 6 tokens (q zero outside). Negative control: a
-    rule that accepts every draft token fails the same test."""
+    vocabulary (``top_k=0``: dense draws). Negative control: a rule that accepts every draft token fails the same
+    test."""
     model = tiny_model("llama", vocab=6, eos_token_id=None, init=0.3)
     draft_model = tiny_model("llama", vocab=6, eos_token_id=None, init=0.6, seed=5)
     prompt = [4, 1, 3]
