@@ -341,8 +341,8 @@ class OnlineSearch:
         else drop it. A request that ended inside its search has no fixed phase: its trials' mean reward for
         ``fixed`` (``trial_mean``) stands for it - else every such request is followed by another search
         (``docs/data/search_carry``: six in a row, each searching to the prompt's end). With a memory, it must also
-        be near the best option the memory knows: its own mean over earlier requests (or, not yet remembered, this request's measurement) at least ``keep`` times the best
-        option's mean. A choice a short search fixed by luck (prompt lookup at 1.2x, where lowbit gives 2.4x,
+        be near the best option the memory knows: its own mean over earlier requests (or, not yet remembered, this
+        request's measurement) at least ``keep`` times the best option's mean. A choice a short search fixed by luck (prompt lookup at 1.2x, where lowbit gives 2.4x,
         ``docs/data/handoff``) is otherwise carried from prompt to prompt without a search to replace it; and one
         request's speed is not compared with a mean over other prompts, which a harder prompt misses by its
         difficulty alone (``docs/data/lowbit_dense``: 24 of 39 requests searched again, most after a carried

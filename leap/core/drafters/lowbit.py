@@ -61,7 +61,7 @@ __all__ = ["LowBit", "SHAPES", "PRE"]
 SHAPES = ("chain", "siblings", "delayed")
 PRE = ("none", "lookup")  # the chain's cheaper first level (multi-level drafting): none, or prompt lookup
 PRE_TRIAL = 16  # guessed tokens before ``pre_min_kept`` decides whether the first level goes on guessing
-TREE_TOP_K = 64  # a tree's candidates per node when ``top_k=0`` (the whole vocabulary is for chains: a tree lists its candidates)
+TREE_TOP_K = 64  # a tree's candidates per node when ``top_k=0`` (a tree lists its candidates; chains draw densely)
 
 
 class _Lookup:
@@ -296,15 +296,13 @@ class LowBit(Drafter):
 
         def pick(logits: torch.Tensor, out: list[int]) -> int:
             probs = target_probs(logits.unsqueeze(0), self.settings)[0]
-            if not self.top_k:  # the whole distribution, kept as one tensor (DenseDraw)
-                on = probs.to(generator.device) if generator is not None else probs
-                index = int(torch.multinomial(on, 1, generator=generator).item())
-                draws.append(DenseDraw(probs))
-                return index
-            top = torch.topk(probs, min(self.top_k, probs.numel()))
-            q = top.values / top.values.sum()  # the distribution the token is drawn from: exact, as the rule needs
+            top = torch.topk(probs, min(self.top_k, probs.numel())) if self.top_k else None  # 0: the whole of it
+            q = probs if top is None else top.values / top.values.sum()  # drawn from: exact, as the rule needs
             index = int(torch.multinomial(q.to(generator.device) if generator is not None else q, 1,
                                           generator=generator).item())
+            if top is None:
+                draws.append(DenseDraw(probs))  # one tensor, not a map of the whole vocabulary
+                return index
             ids, values = top.indices.tolist(), q.tolist()
             draws.append({i: v for i, v in zip(ids, values) if v > 0.0})
             return ids[index]

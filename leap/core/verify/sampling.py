@@ -96,10 +96,11 @@ def draft_rows(distributions: list[Mapping[int, float]], vocab: int, device) -> 
     ``device`` in one scatter (two host-to-device copies, whatever the number of rows), and
     :class:`DenseDraw` rows copied whole (one more copy for all of them)."""
     rows = torch.zeros(len(distributions), vocab, device=device)
-    dense = [i for i, q in enumerate(distributions) if isinstance(q, DenseDraw)]
+    dense, sparse = [], []
+    for i, q in enumerate(distributions):
+        (dense if isinstance(q, DenseDraw) else sparse).append((i, q))
     if dense:
-        rows[dense] = torch.stack([distributions[i].probs.float() for i in dense]).to(device)
-    sparse = [(i, q) for i, q in enumerate(distributions) if not isinstance(q, DenseDraw)]
+        rows[[i for i, _ in dense]] = torch.stack([q.probs.float() for _, q in dense]).to(device)
     if sparse:
         index = torch.tensor([(i, t) for i, q in sparse for t in q], device=device)
         values = torch.tensor([v for _, q in sparse for v in q.values()], device=device)
