@@ -10,6 +10,8 @@ overridden) runs, on the device and dtype asked for,
 * ``drafter``: a model-free drafter (``suffix``) and the ``select`` drafter (calibrated costs),
 * ``redundancy``: every registered metric on a prefill trace, zones and groups,
 * ``env``: one episode of ``LeapLayerSearchCost-v0`` with random actions,
+* ``batch``: :class:`~leap.core.decoding.batch.BatchDecoder` on four prompts of different lengths, plainly and
+  with ``suffix`` drafting per row, each row held to decoding that prompt alone (``batch_rows_identical``),
 * ``calibration``: the cost curves of :mod:`leap.core.decoding.calibrate`,
 
 and reports, per path, ``ok`` or the error; greedy token identity against plain decoding (float32:
@@ -61,7 +63,8 @@ class SmokeSettings:
     budget: int = 12
     seed: int = 0
     paths: tuple[str, ...] = ("plain", "fixed-config", "leap", "drafter", "select", "redundancy", "env",
-                              "calibration")
+                              "batch", "calibration")
+    batch_size: int = 4
 
 
 def build_random_model(preset: str, device: str, dtype: torch.dtype, overrides: dict[str, Any] | None = None,
@@ -119,6 +122,31 @@ def _first_divergence(model, prompt: list[int], reference: list[int], other: lis
         hidden = stack.run_layers(stack.embed(ids), stack.full_plan, stack.new_cache(len(ids)), 0)
         top = torch.topk(stack.logits(hidden[:, -1:])[0], 2).values.tolist()
     return {"position": n, "margin": top[0] - top[1], "reference_token": reference[n], "token": other[n]}
+
+
+def _batch_path(model, prompt: list[int], settings: SmokeSettings, report: dict[str, Any]) -> None:
+    """Batched plain and ``suffix`` decoding of ``batch_size`` prompts of different lengths (prefixes of the smoke
+    prompt), each row compared with plain decoding of that prompt alone; throughput in ``tokens_per_s``."""
+    from leap.core.decoding.batch import BatchDecoder
+    from leap.core.decoding.decoder import SelfSpecDecoder
+
+    device = model.device
+    n = max(2, int(settings.batch_size))
+    lengths = [max(2, len(prompt) - i * max(1, len(prompt) // (2 * n))) for i in range(n)]
+    prompts = [prompt[:k] for k in lengths]
+    alone = [list(SelfSpecDecoder(model, None).generate(p, max_new_tokens=settings.max_new_tokens).token_ids)
+             for p in prompts]
+    identical: dict[str, list[bool]] = {}
+    for label, drafter in (("batch-plain", None), ("batch-suffix", "suffix")):
+        decoder = BatchDecoder(model, drafter)
+        decoder.generate(prompts, max_new_tokens=4)  # warm-up
+        start = wall_clock(device)
+        outcome = decoder.generate(prompts, max_new_tokens=settings.max_new_tokens)
+        seconds = wall_clock(device) - start
+        report["tokens_per_s"][label] = outcome.new_tokens / seconds if seconds > 0 else 0.0
+        identical[label] = [list(row.token_ids) == ref for row, ref in zip(outcome.rows, alone)]
+    report["batch_size"] = n
+    report["batch_rows_identical"] = identical
 
 
 def run_smoke(settings: SmokeSettings, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -215,6 +243,8 @@ def run_smoke(settings: SmokeSettings, progress: Callable[[str], None] | None = 
             while not done:
                 _, _, terminated, truncated, _ = env.step(env.action_space.sample())
                 done = terminated or truncated
+        elif name == "batch":
+            _batch_path(model, prompt, settings, report)
         else:
             raise SettingsError(f"unknown smoke path {name!r}")
 
@@ -241,8 +271,10 @@ def run_smoke(settings: SmokeSettings, progress: Callable[[str], None] | None = 
                 report["divergence"][name] = _first_divergence(model, prompt, reference, tokens)
             except Exception as err:  # noqa: BLE001
                 report["divergence"][name] = {"error": str(err)}
-    report["identical"] = bool(reference is not None and all(report["outputs_identical"].values()))
-    compared = list(report["outputs_identical"].values())
+    report["identical"] = bool(reference is not None and all(report["outputs_identical"].values())
+                               and all(all(rows) for rows in report.get("batch_rows_identical", {}).values()))
+    compared = [*report["outputs_identical"].values(),
+                *(same for rows in report.get("batch_rows_identical", {}).values() for same in rows)]
     report["identity_rate"] = sum(compared) / len(compared) if compared else None  # generations identical
     report["peak_memory_gib"] = _peak_memory_gib(device)
     report["ok"] = all(v == "ok" for v in report["paths"].values())

@@ -18,10 +18,11 @@ def add_parser(sub) -> None:
     sm.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                     help="override a config field of the preset, e.g. num_hidden_layers=8 (repeatable)")
     sm.add_argument("--paths", default=None,
-                    help="comma-separated subset of plain,fixed-config,leap,drafter,select,redundancy,env,calibration")
+                    help="comma-separated subset of plain,fixed-config,leap,drafter,select,redundancy,env,batch,calibration")
     sm.add_argument("--prompt-tokens", type=int, default=64)
     sm.add_argument("--max-new-tokens", type=int, default=32)
     sm.add_argument("--budget", type=int, default=12, help="search iterations of the leap path")
+    sm.add_argument("--batch-size", type=int, default=4, help="rows of the batch path (default 4)")
     sm.add_argument("--threads", type=int, default=None)
     sm.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
@@ -35,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     settings = SmokeSettings(preset=args.preset, device=args.device, dtype=args.dtype,
                              overrides=kv_args(args.overrides), prompt_tokens=args.prompt_tokens,
-                             max_new_tokens=args.max_new_tokens, budget=args.budget)
+                             max_new_tokens=args.max_new_tokens, budget=args.budget,
+                             batch_size=args.batch_size)
     if args.paths:
         settings.paths = tuple(p.strip() for p in args.paths.split(","))
     report = run_smoke(settings, progress=None if args.json else lambda m: print(f"[smoke] {m}", file=sys.stderr))
@@ -49,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         same = report["outputs_identical"].get(name)
         extra = (f", {tps:.1f} tok/s" if tps else "") + ("" if same is None else f", identical: {same}")
         print(f"  {name:14s} {status}{extra}")
+    for label, rows in report.get("batch_rows_identical", {}).items():
+        print(f"  {label}: {sum(rows)}/{len(rows)} rows identical to decoding each prompt alone")
     for name, div in report["divergence"].items():
         print(f"  {name} diverges at token {div.get('position')}: top-2 logit margin {div.get('margin')}")
     if "verify_curve" in report:
