@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -156,20 +157,34 @@ def _llama_cpp() -> Finding:
     if importlib.util.find_spec("llama_cpp") is None:
         return Finding(FAIL, "llama.cpp", "llama-cpp-python is not installed: the lowbit drafter (the main job's) "
                        "falls back to its torch int8 runner, slower than plain decoding", build)
+    # in a child process: a llama.cpp that crashes (an AMX build's matrix product, llama.cpp #20824) kills the
+    # process that runs it, and doctor has to live to report it
+    child = ("from pathlib import Path; import llama_cpp\n"
+             "from leap.core.modeling.low_bit import LlamaCppRunner\n"
+             "from leap.core.modeling.model import resolve_model\n"
+             "from leap.core.modeling.llama_cpp.library import has_amx\n"
+             "source = resolve_model('smollm2')\n"
+             "runner = LlamaCppRunner(Path(source.path) / str(source.gguf_file), n_ctx=64, threads=1)\n"
+             "logits = runner._feed([1, 2, 3])\n"
+             "print(llama_cpp.__version__, logits.shape[0], 'amx' if has_amx(llama_cpp) else '')\n")
     try:
-        from leap.core.modeling.low_bit import LlamaCppRunner
-        from leap.core.modeling.model import resolve_model
-
-        source = resolve_model("smollm2")
-        runner = LlamaCppRunner(Path(source.path) / str(source.gguf_file), n_ctx=64, threads=1)
-        logits = runner._feed([1, 2, 3])
-        import llama_cpp
-
-        return Finding(OK, "llama.cpp", f"llama-cpp-python {llama_cpp.__version__} runs the default model's GGUF "
-                                        f"({logits.shape[0]} logits)")
-    except Exception as err:  # noqa: BLE001 - every way it fails is the finding
-        return Finding(FAIL, "llama.cpp", f"llama-cpp-python is installed but does not run the default GGUF: {err}",
+        done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return Finding(FAIL, "llama.cpp", "llama-cpp-python did not run one token of the default GGUF in 5 minutes",
                        build)
+    if done.returncode < 0:
+        return Finding(FAIL, "llama.cpp", f"llama-cpp-python crashed (signal {-done.returncode}) running one token "
+                       "of the default GGUF: the main job's drafter would crash the same way", build)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return Finding(FAIL, "llama.cpp", f"llama-cpp-python is installed but does not run the default GGUF: {last}",
+                       build)
+    version, logits, *amx = done.stdout.split()
+    note = ("; this build has AMX, so leap loads models without llama.cpp's extra buffer types (no AMX, no repacked "
+            "weights)") if amx else ""
+    return Finding(WARN if amx else OK, "llama.cpp",
+                   f"llama-cpp-python {version} runs the default model's GGUF ({logits} logits){note}",
+                   build if amx else "")
 
 
 def _default_model() -> list[Finding]:

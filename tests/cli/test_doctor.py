@@ -59,6 +59,32 @@ def test_doctor_names_a_missing_llama_cpp_with_the_build_command(monkeypatch):
     assert "llama_cpp_minimal.cmake" in finding.fix
 
 
+def _child(monkeypatch, returncode, stdout="", stderr=""):
+    import subprocess
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    monkeypatch.setattr(doctor.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, returncode, stdout, stderr))
+
+
+def test_doctor_survives_a_llama_cpp_that_crashes_and_names_the_signal(monkeypatch):
+    """An AMX build of llama.cpp segfaults on decode: doctor runs it in a child and reports that, with the fix."""
+    _child(monkeypatch, -11)
+    finding = doctor._llama_cpp()
+    assert finding.status == FAIL and "crashed (signal 11)" in finding.message
+    assert "setup.sh" in finding.fix
+
+
+def test_doctor_reports_the_childs_last_error_line_and_an_amx_build(monkeypatch):
+    _child(monkeypatch, 1, stderr="Traceback...\nSettingsError: llama.cpp could not load x.gguf\n")
+    finding = doctor._llama_cpp()
+    assert finding.status == FAIL and finding.message.endswith("could not load x.gguf")
+    _child(monkeypatch, 0, stdout="0.3.36 49152 amx\n")
+    finding = doctor._llama_cpp()
+    assert finding.status == WARN and "AMX" in finding.message and "49152 logits" in finding.message
+    _child(monkeypatch, 0, stdout="0.3.36 49152\n")
+    assert doctor._llama_cpp().status == OK
+
+
 def test_freeze_lists_the_installed_closure():
     import importlib.metadata as md
 

@@ -35,7 +35,7 @@ import torch
 from leap.core.errors import SettingsError
 from leap.core.modeling.hf_interface import cache_keyword, dynamic_cache, output_cache
 from leap.core.modeling.llama_cpp.handoff import hand_off
-from leap.core.modeling.llama_cpp.library import QUANTS, _silence, requantized
+from leap.core.modeling.llama_cpp.library import QUANTS, _silence, model_params, requantized
 from leap.core.runtime.host_reads import on_host
 
 __all__ = ["LowBitRunner", "LlamaCppRunner", "TorchInt8Runner", "make_runner", "make_row_runners", "gguf_of", "requantized", "RUNNERS",
@@ -185,7 +185,7 @@ class LlamaCppRunner(LowBitRunner):
         llama_cpp.llama_backend_init()
         key = str(Path(path).resolve())
         if key not in _MODELS:  # the weights are loaded once per process; each runner has its own context
-            model = llama_cpp.llama_model_load_from_file(key.encode(), llama_cpp.llama_model_default_params())
+            model = llama_cpp.llama_model_load_from_file(key.encode(), model_params(llama_cpp))
             if not model:
                 raise SettingsError(f"llama.cpp could not load {path}")
             _MODELS[key] = model

@@ -1,20 +1,30 @@
-"""What leap calls of llama-cpp-python's library besides the runner: quiet logs, and llama.cpp's own quantiser.
+"""What leap calls of llama-cpp-python's library besides the runner: quiet logs, safe model parameters, and
+llama.cpp's own quantiser.
+
+**AMX.** A llama.cpp built for an Intel CPU with AMX (Sapphire Rapids and later; ``GGML_NATIVE`` picks it up)
+places the weights in AMX buffers ("extra buffer types"), and its AMX matrix product crashes the process on the
+first decode (llama.cpp issue #20824; seen here with the default model's Q4_1 and Q8_0 files on a Xeon with
+``AMX_INT8 = 1``: a segmentation fault in the first ``llama_decode``). :func:`model_params` turns the extra buffer
+types off for such a build (weights in plain CPU buffers: no AMX, no repacking) and says so once on stderr;
+``setup.sh`` builds llama.cpp without AMX, so the guard only fires for a build made elsewhere.
 
 Who calls what: :class:`~leap.core.modeling.low_bit.LlamaCppRunner` silences llama.cpp's logs when it makes a
-context; :func:`~leap.core.modeling.low_bit.make_runner` re-encodes the draft's GGUF with :func:`requantized`
-(``lowbit``'s ``quant`` setting). Re-exported by :mod:`leap.core.modeling.low_bit`.
+context and loads models with :func:`model_params`; :func:`~leap.core.modeling.low_bit.make_runner` re-encodes the
+draft's GGUF with :func:`requantized` (``lowbit``'s ``quant`` setting); ``leap doctor`` reports :func:`has_amx`.
+Re-exported by :mod:`leap.core.modeling.low_bit`.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import torch
 
 from leap.core.errors import SettingsError
 
-__all__ = ["QUANTS", "requantized"]
+__all__ = ["QUANTS", "requantized", "has_amx", "model_params"]
 
 
 _SILENT: list = []  # the log callback, kept alive for the process
@@ -31,6 +41,30 @@ def _silence(llama_cpp) -> None:
 
         _SILENT.append(_quiet)
         llama_cpp.llama_log_set(_quiet, ctypes.c_void_p(0))
+
+
+def has_amx(llama_cpp) -> bool:
+    """Whether this llama.cpp build runs AMX kernels (its system info reports ``AMX_INT8 = 1``)."""
+    info = llama_cpp.llama_print_system_info()
+    info = info.decode(errors="replace") if isinstance(info, bytes) else str(info)
+    return "AMX_INT8 = 1" in info
+
+
+_WARNED: list[bool] = []
+
+
+def model_params(llama_cpp):
+    """``llama_model_default_params()``, with the extra buffer types off where the build has AMX (module
+    docstring): the draft runs, without repacked weights, instead of crashing the process."""
+    params = llama_cpp.llama_model_default_params()
+    if has_amx(llama_cpp) and hasattr(params, "use_extra_bufts"):
+        params.use_extra_bufts = False
+        if not _WARNED:
+            _WARNED.append(True)
+            print("leap: this llama.cpp build uses AMX, whose matrix product crashes on decode (llama.cpp #20824); "
+                  "the low-bit draft runs without AMX and repacked weights. `bash setup.sh` builds llama.cpp "
+                  "without AMX.", file=sys.stderr)
+    return params
 
 
 #: llama.cpp formats the draft's GGUF may be re-encoded to (``native``: the file as shipped); llama.cpp's ftype names

@@ -1,0 +1,53 @@
+"""llama_cpp/library.py: the model parameters that keep an AMX build of llama.cpp from crashing the process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from leap.core.modeling.llama_cpp import library
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+
+def _with_info(monkeypatch, info: bytes) -> None:
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: info)
+
+
+def test_an_amx_build_loads_without_extra_buffer_types_and_says_so_once(monkeypatch, capsys):
+    _with_info(monkeypatch, b"CPU : AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 |")
+    monkeypatch.setattr(library, "_WARNED", [])
+    assert library.has_amx(llama_cpp)
+    assert library.model_params(llama_cpp).use_extra_bufts is False
+    library.model_params(llama_cpp)
+    assert capsys.readouterr().err.count("AMX") >= 1 and len(library._WARNED) == 1
+
+
+def test_a_build_without_amx_keeps_llama_cpps_defaults(monkeypatch):
+    _with_info(monkeypatch, b"CPU : AVX2 = 1 | FMA = 1 | AMX_INT8 = 0 | REPACK = 1 |")
+    assert not library.has_amx(llama_cpp)
+    assert library.model_params(llama_cpp).use_extra_bufts == llama_cpp.llama_model_default_params().use_extra_bufts
+
+
+def test_the_runner_loads_its_model_with_these_parameters(monkeypatch, tmp_path):
+    """LlamaCppRunner hands llama.cpp what model_params returns (not llama.cpp's defaults)."""
+    from leap.core.errors import SettingsError
+    from leap.core.modeling.low_bit import LlamaCppRunner
+
+    _with_info(monkeypatch, b"AMX_INT8 = 1")
+    seen = []
+    monkeypatch.setattr(llama_cpp, "llama_model_load_from_file", lambda path, params: seen.append(params) or None)
+    with pytest.raises(SettingsError, match="could not load"):
+        LlamaCppRunner(tmp_path / "absent.gguf", n_ctx=16, threads=1)
+    assert [p.use_extra_bufts for p in seen] == [False]
+
+
+@pytest.mark.slow
+def test_the_default_gguf_decodes_in_a_child_process():
+    """The crash this guards against kills the process, so the real decode runs in a child (doctor does the same)."""
+    from leap.cli.doctor import _llama_cpp
+
+    finding = _llama_cpp()
+    assert finding.status == "ok", finding
