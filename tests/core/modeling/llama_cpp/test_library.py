@@ -50,4 +50,4 @@ def test_the_default_gguf_decodes_in_a_child_process():
     from leap.cli.doctor import _llama_cpp
 
     finding = _llama_cpp()
-    assert finding.status == "ok", finding
+    assert finding.status in ("ok", "warn") and "49152 logits" in finding.message, finding
