@@ -152,8 +152,10 @@ def _contract() -> list[Finding]:
 def _llama_cpp() -> Finding:
     import importlib.util
 
-    build = ("CMAKE_ARGS=\"-DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$PWD/tools/llama_cpp_minimal.cmake\" "
-             f"pip install -c {constraints_path()} llama-cpp-python   (from a leap checkout; or: {SETUP_FIX})")
+    build = ("bash setup.sh  (from a leap checkout: builds llama.cpp for AVX2 without AMX, at the tested version); "
+             "by hand: CMAKE_ARGS=\"-DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$PWD/tools/llama_cpp_minimal.cmake "
+             "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON\" pip install "
+             f"--no-cache-dir --force-reinstall --no-deps -c {constraints_path()} llama-cpp-python")
     if importlib.util.find_spec("llama_cpp") is None:
         return Finding(FAIL, "llama.cpp", "llama-cpp-python is not installed: the lowbit drafter (the main job's) "
                        "falls back to its torch int8 runner, slower than plain decoding", build)

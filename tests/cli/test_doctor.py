@@ -49,6 +49,8 @@ def test_setup_installs_with_the_constraints_and_fails_without_llama_cpp():
     installs = [line for line in setup.splitlines() if "pip install" in line]
     assert installs and all('-c "$CONSTRAINTS"' in line for line in installs), installs
     assert "exit 1" in setup.split("llama_cpp_minimal.cmake", 1)[1]  # a failed llama.cpp build stops set-up
+    # llama.cpp without AMX (its matrix product segfaults, llama.cpp #20824), never from pip's source-keyed wheel cache
+    assert "-DGGML_NATIVE=OFF" in setup and "AMX=ON" not in setup and "--no-cache-dir" in setup
 
 
 def test_doctor_names_a_missing_llama_cpp_with_the_build_command(monkeypatch):
