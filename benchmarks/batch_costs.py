@@ -3,6 +3,8 @@ token (issue 37: where the verifier turns compute-bound), and what lowbit's batc
 feeding a token to each of B rows. Medians of repeats.
 
 Usage: python benchmarks/batch_costs.py [--out docs/data/batch_costs.json] [--threads 2]
+       python benchmarks/batch_costs.py --preset llama3-8b --device cuda --dtype bfloat16 --sizes 1,2,4,8,16,32,64
+           (a random model of that shape on the device: costs only; no llama.cpp draft pass)
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 from leap.core.decoding.batch import BatchState
 from leap.core.modeling.layers import LayerStack
 from leap.core.modeling.model import load_model
+from leap.core.runtime.device import synchronize
 from leap.core.runtime.provenance import provenance
 
 
@@ -44,19 +47,29 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--context", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--preset", default=None, help="a leap smoke preset (random weights) instead of the default model")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--sizes", default="1,2,4,8")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    model = load_model("smollm2")
+    if args.preset:
+        from leap.bench.smoke import build_random_model
+
+        model = build_random_model(args.preset, args.device, getattr(torch, args.dtype))
+    else:
+        model = load_model("smollm2")
+    device = model.device
     stack = LayerStack(model)
-    sizes, qs = (1, 2, 4, 8), (1, 2, 4, 8, 16)
+    sizes, qs = tuple(int(b) for b in args.sizes.split(",")), (1, 2, 4, 8, 16)
     gen = torch.Generator().manual_seed(0)
     states = {}
     with torch.inference_mode():
         for b in sizes:
             state = BatchState(stack, b, args.context + 32)
-            ids = torch.randint(100, 20000, (b, args.context), generator=gen)
-            pos = torch.arange(args.context).repeat(b, 1)
-            state.forward(ids, pos, torch.ones(b, args.context, dtype=torch.bool))
+            ids = torch.randint(min(100, model.vocab_size // 2), min(20000, model.vocab_size), (b, args.context), generator=gen).to(device)
+            pos = torch.arange(args.context).repeat(b, 1).to(device)
+            state.forward(ids, pos, torch.ones(b, args.context, dtype=torch.bool, device=device))
             states[b] = state
         times: dict[tuple[int, int], list[float]] = {(b, q): [] for b in sizes for q in qs}
         for _ in range(args.repeats):
@@ -64,15 +77,17 @@ def main() -> None:
                 for q in qs:
                     state = states[b]
                     start = state.slots
-                    ids = torch.randint(100, 20000, (b, q), generator=gen)
-                    pos = torch.arange(start, start + q).repeat(b, 1)
+                    ids = torch.randint(min(100, model.vocab_size // 2), min(20000, model.vocab_size), (b, q), generator=gen).to(device)
+                    pos = torch.arange(start, start + q).repeat(b, 1).to(device)
+                    synchronize(device)
                     t0 = time.perf_counter()
-                    hidden = state.forward(ids, pos, torch.ones(b, q, dtype=torch.bool))
+                    hidden = state.forward(ids, pos, torch.ones(b, q, dtype=torch.bool, device=device))
                     model.lm_head(model.norm(hidden))
+                    synchronize(device)
                     times[(b, q)].append(time.perf_counter() - t0)
                     state.keep(start, [0] * b)
     one = statistics.median(times[(1, 1)])
-    draft = draft_costs(model, sizes, args.repeats)
+    draft = {} if args.preset else draft_costs(model, sizes, args.repeats)
     rows = [{"batch": b, "tokens_per_row": q, "ms": 1000 * statistics.median(times[(b, q)]),
              "cost_in_steps": statistics.median(times[(b, q)]) / one,
              "per_token_in_steps": statistics.median(times[(b, q)]) / one / (b * q)} for b in sizes for q in qs]
@@ -80,11 +95,13 @@ def main() -> None:
     print("|---" * (len(qs) + 1) + "|")
     for b in sizes:
         print(f"| {b} | " + " | ".join(f"{r['cost_in_steps']:.2f}" for r in rows if r["batch"] == b) + " |")
-    print("llama.cpp draft pass, one token for each of B rows (ms): " +
-          ", ".join(f"B={b}: {ms:.1f}" for b, ms in draft.items()))
+    if draft:
+        print("llama.cpp draft pass, one token for each of B rows (ms): " +
+              ", ".join(f"B={b}: {ms:.1f}" for b, ms in draft.items()))
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"provenance": provenance(model), "context": args.context, "threads": args.threads,
+                       "preset": args.preset, "device": str(device), "dtype": args.dtype,
                        "one_token_ms": 1000 * one, "rows": rows,
                        "lowbit_draft_pass_ms": {str(b): ms for b, ms in draft.items()}}, f, indent=1)
 
