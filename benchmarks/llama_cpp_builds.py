@@ -25,6 +25,7 @@ def main() -> None:
     ap.add_argument("--label", required=True)
     ap.add_argument("--gguf", default=None)
     ap.add_argument("--extra-bufts", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=None, help="llama.cpp's threads (default: torch's)")
     args = ap.parse_args()
     if args.gguf is None:
         from pathlib import Path
@@ -36,7 +37,7 @@ def main() -> None:
     params = llama_cpp.llama_model_default_params()
     params.use_extra_bufts = bool(args.extra_bufts)
     model = llama_cpp.llama_model_load_from_file(args.gguf.encode(), params)
-    threads = torch.get_num_threads()
+    threads = args.threads or torch.get_num_threads()
     c = llama_cpp.llama_context_default_params()
     c.n_ctx = c.n_batch = 1024
     c.n_ubatch, c.n_threads, c.n_threads_batch = 512, threads, threads
