@@ -24,6 +24,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--label", required=True)
     ap.add_argument("--gguf", default=None)
+    ap.add_argument("--quant", default="q8_0", help="the shipped Q4_1 re-encoded by leap's cache (default q8_0)")
     ap.add_argument("--extra-bufts", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp's threads (default: torch's)")
     args = ap.parse_args()
@@ -31,7 +32,7 @@ def main() -> None:
         from pathlib import Path
 
         source = resolve_model("smollm2")
-        args.gguf = str(requantized(Path(source.path) / str(source.gguf_file), "q8_0"))
+        args.gguf = str(requantized(Path(source.path) / str(source.gguf_file), args.quant))
     _silence(llama_cpp)
     llama_cpp.llama_backend_init()
     params = llama_cpp.llama_model_default_params()
@@ -66,7 +67,7 @@ def main() -> None:
         t0 = time.perf_counter()
         decode([100 + i], 700 + i)
         one.append(time.perf_counter() - t0)
-    print(json.dumps({"label": args.label, "extra_bufts": bool(args.extra_bufts), "threads": threads,
+    print(json.dumps({"label": args.label, "gguf": args.gguf.rsplit("/", 1)[-1], "extra_bufts": bool(args.extra_bufts), "threads": threads,
                       "system_info": llama_cpp.llama_print_system_info().decode(),
                       "ingest_700_s": min(ingest), "one_token_ms": 1000 * statistics.median(one[10:]),
                       "provenance": provenance()}))

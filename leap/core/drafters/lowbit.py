@@ -38,7 +38,12 @@ Model-free drafts first: ``hybrid`` puts this drafter behind a model-free one
 Who calls what: the decoding session calls :meth:`use_model` and :meth:`use_sampling` when the drafter
 joins it, then ``propose`` / ``propose_sampled`` every step. ``--drafter lowbit --drafter-arg
 backend=torch-int8`` picks a runner; ``gguf=PATH`` names a GGUF file for a model loaded otherwise; ``quant=q8_0``
-(or another of :data:`~leap.core.modeling.low_bit.QUANTS`) re-encodes that GGUF with llama.cpp's quantiser first;
+(or another of :data:`~leap.core.modeling.low_bit.QUANTS`) re-encodes that GGUF with llama.cpp's quantiser first.
+The default, ``native``, drafts with the GGUF as shipped (the default model's Q4_1): with the KV handoff the draft no
+longer takes prompts in, where Q8_0 was faster, and per draft token Q4_1 is the cheaper of the two at the same
+acceptance - on leap's seed prompts (never Spec-Bench; ``benchmarks/draft_cost.py``) 11.9 against 14.1 ms on this
+project's Xeon (``docs/data/draft_cost_xeon.json``) and 9.8 against 9.5 ms with higher acceptance on its earlier
+EPYC (``docs/data/draft_cost.json``);
 ``LowBit(runner=...)`` drafts with any :class:`~leap.core.modeling.low_bit.LowBitRunner` of your own.
 """
 
@@ -123,7 +128,7 @@ class LowBit(Drafter):
                  gguf: str | None = None, threads: int | None = None, n_ctx: int = 0,
                  top_k: int = 0, runner: LowBitRunner | None = None, shape: str = "chain", width: int = 2,
                  trunk: int = 4, branches: int = 2, branch_len: int = 2, window: int = 0,
-                 quant: str = "q8_0", adapt: int | None = None, handoff: bool = True, pre: str = "none",
+                 quant: str = "native", adapt: int | None = None, handoff: bool = True, pre: str = "none",
                  pre_tokens: int = 8, pre_min_kept: float = 0.5) -> None:
         if num_tokens < 1:
             raise SettingsError(f"lowbit: num_tokens must be >= 1, got {num_tokens}")

@@ -333,7 +333,7 @@ def test_the_drafts_format_is_checked_and_keys_its_runner(tiny_llama, tmp_path):
     with pytest.raises(SettingsError, match="q8_0"):
         make_runner(tiny_llama, backend="torch-int8", quant="int3")
     assert LowBit(num_tokens=6).shared_state_key() == LowBit(num_tokens=10).shared_state_key()
-    assert LowBit(quant="native").shared_state_key() != LowBit().shared_state_key()  # the default is q8_0
+    assert LowBit(quant="q8_0").shared_state_key() != LowBit().shared_state_key()  # the default is native
 
 
 def test_an_adapted_chain_grows_on_whole_acceptance_shrinks_on_a_cut_and_restarts_per_request():

@@ -72,7 +72,10 @@ QUANTS = {"native": None, "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q6_k": "LLAMA_FTYP
           "q5_1": "LLAMA_FTYPE_MOSTLY_Q5_1", "q5_0": "LLAMA_FTYPE_MOSTLY_Q5_0", "q4_1": "LLAMA_FTYPE_MOSTLY_Q4_1",
           "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0",
           # formats llama.cpp repacks for AVX2 matrix kernels (Q4_K where rows are a multiple of 256, IQ4_NL)
-          "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q4_k_s": "LLAMA_FTYPE_MOSTLY_Q4_K_S", "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL"}
+          "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q4_k_s": "LLAMA_FTYPE_MOSTLY_Q4_K_S", "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL",
+          # 16-bit copies of the shipped values (f16 holds Q4_1's scale-times-level values nearly exactly): the draft
+          # closest to the float32 target, at twice Q8_0's bytes
+          "f16": "LLAMA_FTYPE_MOSTLY_F16", "bf16": "LLAMA_FTYPE_MOSTLY_BF16"}
 
 
 def requantized(path: str | Path, quant: str, threads: int | None = None) -> Path:
