@@ -10,7 +10,7 @@ the format's GGUF bytes over this machine's memory bandwidth, measured here (med
 tensor, read + write) - a draft token must read every weight once, so no kernel does it faster. Every generation
 is checked token-identical to plain decoding. Writes one JSON object to ``--out``.
 
-    python benchmarks/draft_cost.py --out docs/data/draft_cost.json
+    python benchmarks/draft_cost.py --out docs/data/draft_cost.json [--quants q8_0,native,NAME=PATH.gguf]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import argparse
 import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -55,9 +56,12 @@ def main() -> None:
     meta = provenance()  # at the start: the code measured, whatever is edited while it runs
     torch.set_num_threads(args.threads)
     model = load_model("smollm2")
-    quants = args.quants.split(",")
+    # a format name (lowbit's quant), or NAME=PATH: a GGUF file of your own drafted as it is (quant=native)
+    files = dict(q.split("=", 1) for q in args.quants.split(",") if "=" in q)
+    quants = [q.split("=", 1)[0] for q in args.quants.split(",")]
     plain = SelfSpecDecoder(model, None)
-    spec = {q: SelfSpecDecoder(model, None, drafter=make_drafter("lowbit", quant=q)) for q in quants}
+    spec = {q: SelfSpecDecoder(model, None, drafter=make_drafter("lowbit", gguf=files[q], quant="native") if q in files
+                               else make_drafter("lowbit", quant=q)) for q in quants}
     texts = seed_prompts(1400 + args.prompts)[1400:]
     settings = dict(max_new_tokens=args.tokens, chat=True)
     for d in (plain, *spec.values()):  # warm-up: re-encodings written, runners built, first-use checks run
@@ -91,7 +95,7 @@ def main() -> None:
     base = gguf_of(model)
     for q in quants:
         r = rows[q]
-        size = requantized(base, q).stat().st_size
+        size = (Path(files[q]) if q in files else requantized(base, q)).stat().st_size
         per_token = 1e3 * r["draft_s"] / max(r["draft_tokens"], 1)
         floor = 1e3 * size / (bandwidth * 1e9 / 2)  # a draft token reads every weight once (half a copy's traffic)
         result["formats"][q] = {

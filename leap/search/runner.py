@@ -76,6 +76,10 @@ from leap.search.reward import CostModelSpeedup, MeasuredSpeedup
 
 __all__ = ["OnlineSearch", "SearchSettings", "SearchOutcome", "build_space", "baseline_space"]  # the last two re-exported from leap.redundancy.build
 
+#: the trials an option needs on a request that ended inside its search before that request's trials carry it to the
+#: next request (:meth:`OnlineSearch._carry`)
+MIN_CARRY_TRIALS = 2
+
 
 @dataclass(frozen=True)
 class SearchSettings:
@@ -292,7 +296,8 @@ class OnlineSearch:
         if s.carry_over:
             means = history.mean_rewards()
             self._carry(fixed, carried is not None, len(session.new_token_ids) - n_fixed,
-                        session.decode_time_s - t_fixed, t_base, means[fixed][0] if fixed in means else None)
+                        session.decode_time_s - t_fixed, t_base, means[fixed][0] if fixed in means else None,
+                        means[fixed][1] if fixed in means else 0)
         if self.memory is not None:
             self._remember(history, fixed, len(session.new_token_ids) - n_fixed, session.decode_time_s - t_fixed,
                            t_base)
@@ -336,11 +341,15 @@ class OnlineSearch:
         return any(mean >= self.settings.min_speedup for mean, *_ in history.mean_rewards().values())
 
     def _carry(self, fixed, was_carried: bool, tokens: int, seconds: float, t_base: float,
-               trial_mean: float | None = None) -> None:
+               trial_mean: float | None = None, trials: int = 0) -> None:
         """Keep ``fixed`` for the next prompts if its fixed phase paid (tokens/s over plain's reached ``min_speedup``),
         else drop it. A request that ended inside its search has no fixed phase: its trials' mean reward for
-        ``fixed`` (``trial_mean``) stands for it - else every such request is followed by another search
-        (``docs/data/search_carry``: six in a row, each searching to the prompt's end). With a memory, it must also
+        ``fixed`` (``trial_mean``, over ``trials`` trials) stands for it - else every such request is followed by another
+        search (``docs/data/search_carry``: six in a row, each searching to the prompt's end) - once it ran at least
+        :data:`MIN_CARRY_TRIALS` trials there: one few-step trial is one sample of a reward that swings by a factor of
+        three, and a single lucky one carried a loser on (``docs/data/xeon_rebaseline``: ``gated`` fixed on one trial
+        rewarded 8.4, carried to the next request at 0.62 of ``lowbit``; ``docs/data/lowbit_native``: ``eagle`` from the
+        warm-up's one trial, then prompt lookup from one trial of 2.3, each carried at 0.3-0.6 of ``lowbit``). With a memory, it must also
         be near the best option the memory knows: its own mean over earlier requests (or, not yet remembered, this
         request's measurement) at least ``keep`` times the best option's mean. A choice a short search fixed by luck (prompt lookup at 1.2x, where lowbit gives 2.4x,
         ``docs/data/handoff``) is otherwise carried from prompt to prompt without a search to replace it; and one
@@ -348,7 +357,7 @@ class OnlineSearch:
         difficulty alone (``docs/data/lowbit_dense``: 24 of 39 requests searched again, most after a carried
         ``lowbit`` fell below ``keep`` times its own mean)."""
         speedup = tokens * t_base / seconds if fixed is not None and tokens > 0 and seconds > 0 and t_base > 0 \
-            else trial_mean if fixed is not None else None
+            else trial_mean if fixed is not None and trials >= MIN_CARRY_TRIALS else None
         paid = speedup is not None and speedup >= self.settings.min_speedup
         best = self.memory.best_expected() if self.memory is not None else None
         if paid and best is not None:
