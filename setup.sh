@@ -28,7 +28,8 @@ if [ "$(uname -m)" = x86_64 ] && grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | g
     LLAMA_CMAKE="$LLAMA_CMAKE -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
 fi
 LLAMA_CMAKE="$LLAMA_CMAKE ${CMAKE_ARGS:-}"
-LLAMA_KEY="$( { echo "$LLAMA_VERSION $LLAMA_CMAKE"; grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || uname -m;
+LLAMA_KEY="$( { echo "$LLAMA_VERSION ${LLAMA_CMAKE//$PWD/}"; cat tools/llama_cpp_minimal.cmake;  # the file, not where the checkout is
+                grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || uname -m;
                 { cc --version 2>/dev/null || true; } | head -1; } | sha256sum | cut -c1-16)"
 LLAMA_WHEELS="${LEAP_CACHE:-$HOME/.cache/leap}/wheels/llama-cpp-python-$LLAMA_VERSION-$LLAMA_KEY"
 if ! ls "$LLAMA_WHEELS"/llama_cpp_python-*.whl >/dev/null 2>&1; then
