@@ -57,7 +57,8 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         out["runs"].append(row)
         del model
-        torch.cuda.empty_cache() if dev.type == "cuda" else None
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
     print(json.dumps(out))
 
 
