@@ -6,14 +6,7 @@
 set -u
 OUT="${OUT:-results/gpu}"; mkdir -p "$OUT"
 LOG="$OUT/gpu.txt"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1 LEAP_CACHE=/tmp/leap_cache
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$LOG"
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" \
-  | tee -a "$LOG"
+source "$(dirname "$0")/gpu_env.sh"
 git rev-parse HEAD 2>/dev/null | tee -a "$LOG"
 git status --short 2>/dev/null | head -20 | tee -a "$LOG"
 echo "== the CUDA tests: pytest -m gpu" | tee -a "$LOG"

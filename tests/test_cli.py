@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from leap.cli import main
 from tests.tiny import save_tiny_model
@@ -118,7 +119,8 @@ def test_calibrate_prints_and_caches_the_costs(model_dir, capsys, tmp_path, monk
     assert main(["calibrate", "--model", model_dir, "--json"]) == 0
     costs = json.loads(capsys.readouterr().out)
     assert sorted(map(int, costs["verify_curve"]))[:16] == list(range(1, 17)) and costs["step_s"] > 0
-    assert costs["key"]["device"] == "cpu" and costs["layer_cost"] >= 0
+    assert costs["key"]["device"] == ("cuda:0" if torch.cuda.is_available() else "cpu")  # --device auto
+    assert costs["layer_cost"] >= 0
     assert len(list((tmp_path / "calibration").glob("*.json"))) == 1  # cached for the next use
     assert main(["calibrate", "--model", model_dir]) == 0
     out = capsys.readouterr().out

@@ -7,6 +7,8 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from packaging.requirements import Requirement
 
 from leap.cli import doctor
@@ -90,6 +92,10 @@ def test_doctor_reports_the_childs_last_error_line_and_an_amx_build(monkeypatch)
 def test_freeze_lists_the_installed_closure():
     import importlib.metadata as md
 
+    try:
+        md.distribution("leap")
+    except md.PackageNotFoundError:  # e.g. a GPU machine running the checkout from PYTHONPATH
+        pytest.skip("leap is not installed as a distribution here (setup.sh installs it): nothing to freeze")
     lines = doctor.freeze()
     assert f"transformers=={md.version('transformers')}" in lines
     assert not any(line.startswith("leap==") for line in lines)

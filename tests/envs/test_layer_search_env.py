@@ -6,6 +6,7 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from gymnasium.utils.env_checker import check_env
 
 import leap  # noqa: F401  (registers the environments)
@@ -162,28 +163,38 @@ import numpy as np
 import torch
 import leap
 
-torch.ones(256, 256) @ torch.ones(256, 256)  # the parent's thread pool is live before the workers fork
-# the measured env: no calibration in every worker; 64 tokens, so every copy runs out its step budget first
-envs = gym.make_vec("LeapLayerSearch-v0", num_envs=2, vectorization_mode=sys.argv[2], model=sys.argv[1],
-                    prompts={prompts!r}, max_new_tokens=64, step_budget=3, chat=False)
-obs, _ = envs.reset(seed=0)
-assert obs["zones"].shape[0] == 2
-truncated_seen = False
-for _ in range(4):
-    obs, reward, terminated, truncated, _ = envs.step(envs.action_space.sample())
-    assert reward.shape == (2,) and np.all(np.isfinite(reward))
-    truncated_seen |= bool(truncated.all())
-assert truncated_seen  # each copy ran out its step budget
-envs.close()
-print("vector ok")
+
+def main():
+    torch.ones(256, 256) @ torch.ones(256, 256)  # the parent's thread pool is live before the workers fork
+    # the measured env: no calibration in every worker; 64 tokens, so every copy runs out its step budget first
+    mode, vector_kwargs = sys.argv[2], {{}}
+    if mode == "async-spawn":  # what a GPU machine needs: forked workers cannot use CUDA once the parent has
+        mode, vector_kwargs = "async", {{"context": "spawn"}}
+    envs = gym.make_vec("LeapLayerSearch-v0", num_envs=2, vectorization_mode=mode, vector_kwargs=vector_kwargs,
+                        model=sys.argv[1], prompts={prompts!r}, max_new_tokens=64, step_budget=3, chat=False)
+    obs, _ = envs.reset(seed=0)
+    assert obs["zones"].shape[0] == 2
+    truncated_seen = False
+    for _ in range(4):
+        obs, reward, terminated, truncated, _ = envs.step(envs.action_space.sample())
+        assert reward.shape == (2,) and np.all(np.isfinite(reward))
+        truncated_seen |= bool(truncated.all())
+    assert truncated_seen  # each copy ran out its step budget
+    envs.close()
+    print("vector ok")
+
+
+if __name__ == "__main__":  # spawned workers import this file again
+    main()
 """
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", ["sync", "async", "async-spawn"])
 def test_vector_envs_step_every_copy(tmp_path, mode):
     """gym.make_vec, both modes, in a subprocess with a time limit: async workers fork after the parent used
     torch's thread pool, and without leap's at-fork hook they hang (in the constructor, where no timeout
-    reaches)."""
+    reaches). On a CUDA machine a forked worker cannot use CUDA (the parent built one environment, on the GPU,
+    to read its spaces): there "async" must fail with leap's error naming spawn, and "async-spawn" must run."""
     path = save_tiny_model(tmp_path, "llama")
     script = tmp_path / "vector_run.py"
     script.write_text(_VECTOR_RUN.format(prompts=PROMPTS))
@@ -198,4 +209,7 @@ def test_vector_envs_step_every_copy(tmp_path, mode):
         os.killpg(run.pid, signal.SIGKILL)  # the hung workers too
         run.communicate()
         pytest.fail(f"gym.make_vec(..., vectorization_mode={mode!r}) hung")
+    if mode == "async" and torch.cuda.is_available():
+        assert run.returncode != 0 and 'vector_kwargs={"context": "spawn"}' in err, err[-2000:]
+        return
     assert run.returncode == 0 and "vector ok" in out, err[-2000:]

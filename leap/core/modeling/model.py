@@ -218,10 +218,20 @@ class LeapModel:
 
 def _pick_device(device: str) -> torch.device:
     if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
+        picked = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    elif device.startswith("cuda") and not torch.cuda.is_available():
         raise LeapError(f"device {device!r} was asked for but CUDA is not available; use --device cpu")
-    return torch.device(device)
+    else:
+        picked = torch.device(device)
+    if picked.type == "cuda" and torch.cuda._is_in_bad_fork():
+        # A process forked after its parent used CUDA cannot use CUDA (torch raises deep in ``.to``). The common
+        # way here: ``gym.make_vec(..., vectorization_mode="async")`` builds one environment in the parent to read
+        # its spaces (the model goes to the GPU), then forks the workers.
+        raise LeapError(f"device {device!r} resolves to CUDA in a process forked after its parent used CUDA, and "
+                        "CUDA cannot be initialised again there. Start the workers with 'spawn': "
+                        "gym.make_vec(..., vectorization_mode=\"async\", vector_kwargs={\"context\": \"spawn\"}) "
+                        "(or multiprocessing.get_context(\"spawn\")); or pass device=\"cpu\"")
+    return picked
 
 
 def _pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:

@@ -71,3 +71,18 @@ def test_non_llama_models_are_refused():
 
     with pytest.raises(LeapError, match="missing decoder layers"):
         LeapModel(NotADecoder())
+
+
+@pytest.mark.parametrize("device", ["auto", "cuda"])
+def test_cuda_in_a_badly_forked_worker_names_spawn(monkeypatch, device):
+    """An async Gymnasium worker forked after the parent put a model on the GPU cannot use CUDA: torch's own error
+    comes from deep inside ``.to``; leap's names the fix (seen on an H200: gym.make_vec(..., "async"))."""
+    from leap.core.modeling import model as model_module
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)
+    with pytest.raises(LeapError, match=r'vector_kwargs=\{"context": "spawn"\}'):
+        model_module._pick_device(device)
+    assert model_module._pick_device("cpu") == torch.device("cpu")  # the CPU is fine in any fork
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: False)
+    assert model_module._pick_device(device).type == "cuda"
