@@ -127,6 +127,23 @@ def test_calibrate_prints_and_caches_the_costs(model_dir, capsys, tmp_path, monk
     assert "verification c(k)" in out and "per layer pass" in out and "trees planned up to" in out
 
 
+def test_compare_rounds_start_from_the_memory_as_it_was_and_it_learns_once(model_dir, capsys, tmp_path,
+                                                                          monkeypatch):
+    """`leap generate --compare` runs the search in a warm-up and three timed rounds on one prompt: each round must
+    start from the memory as it was before the command (else the rounds that are timed search with what the
+    warm-up learnt on this very prompt), and the memory learns this request once, not four times."""
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    args = ["generate", "w5 w6 w7 w5 w6 w7 w5", "--model", model_dir, "--no-chat", "--drafters",
+            "prompt-lookup;suffix", "--max-new-tokens", "16", "--json", "--compare", "--repeats", "3"]
+    assert main(args) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["identical_to_plain"] is True
+    files = list((tmp_path / "search_memory").glob("*.json"))
+    assert len(files) == 1
+    stats = json.loads(files[0].read_text())["options"]
+    assert stats and all(entry["requests"] == 1 for entry in stats.values()), stats
+
+
 @pytest.mark.parametrize("method", ["optuna-tpe", "nevergrad-ngopt"])
 def test_generate_searches_with_the_external_optimizers(model_dir, capsys, method):
     """Issue 21's "done when": `leap generate --method optuna-tpe` (and Nevergrad's, when installed) search

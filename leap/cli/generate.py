@@ -122,18 +122,26 @@ def run(args: argparse.Namespace) -> int:
             return outcome, outcome.to_dict()
         return _search(decoder)
 
+    from leap.search.memory import memory_for
+
+    drafters = None
+    if args.drafters and method not in ("ar", "self-spec"):
+        from leap.search.drafter_space import DEFAULT_DRAFTERS
+
+        drafters = DEFAULT_DRAFTERS if args.drafters == "default" else args.drafters.split(";")
+    # the user's memory of earlier requests ($LEAP_CACHE/search_memory); under --compare every round (the warm-up
+    # too) starts from it as it was before this command, and one round's learning is kept at the end
+    saved_memory = memory_for(model) if drafters and not args.no_memory else None
+    round_memories = []
+
     def _search(decoder):
         from leap.search.factory import agent_factory
         from leap.search.runner import OnlineSearch, SearchSettings
 
-        drafters = None
-        if args.drafters:
-            from leap.search.drafter_space import DEFAULT_DRAFTERS
-
-            drafters = DEFAULT_DRAFTERS if args.drafters == "default" else args.drafters.split(";")
-        from leap.search.memory import memory_for
-
-        memory = memory_for(model) if drafters and not args.no_memory else None
+        memory = saved_memory
+        if memory is not None and args.compare:
+            memory = saved_memory.copy()
+            round_memories.append(memory)
         factory = agent_factory(method, model.num_layers, zones=not args.no_zones, groups=not args.no_groups,
                                 search=not args.no_search, seed=args.seed, agent_kwargs=kv_args(args.agent_arg),
                                 drafters=drafters, zone_metric=args.zone_metric, group_metric=args.group_metric,
@@ -157,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
                          tokens=lambda out: list(out[0].token_ids) if isinstance(out, tuple) else list(out.token_ids),
                          device=model.device)
         outcome, record = result.last_method
+        if round_memories:  # what the last timed round learnt, from the memory as it was before the command
+            saved_memory.adopt(round_memories[-1])
         plain = result.last_plain
         record.update(plain_tokens_per_s=plain.new_tokens / result.plain_seconds[-1],
                       speedup=result.median, speedup_low=result.low, speedup_high=result.high,

@@ -92,6 +92,21 @@ class SearchMemory:
         except OSError:
             pass  # a read-only cache only costs the prior
 
+    def copy(self) -> SearchMemory:
+        """The same state, in memory only: ``leap generate --compare`` starts every round from the memory as it was
+        before the command (a warm-up and three timed rounds of one prompt would otherwise teach the memory that
+        prompt before the rounds that are timed), then keeps one round's copy (:meth:`adopt`)."""
+        twin = SearchMemory(None, keep=self.keep, min_requests=self.min_requests)
+        twin.stats = {k: dict(v) for k, v in self.stats.items()}
+        twin.last_paid = self.last_paid
+        return twin
+
+    def adopt(self, other: SearchMemory) -> None:
+        """Take ``other``'s state (a :meth:`copy` that learnt one request) and save it to this memory's file."""
+        self.stats = {k: dict(v) for k, v in other.stats.items()}
+        self.last_paid = other.last_paid
+        self.save()
+
     # ---------------------------------------------------------------- using it
     def expected(self, label: str) -> float | None:
         """What ``label`` measured on average over earlier requests, once seen on ``min_requests`` of them."""
