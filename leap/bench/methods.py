@@ -170,10 +170,11 @@ class SearchMethod(BenchMethod):
         self.name = name
         if isinstance(drafters, str):
             drafters = [d for d in drafters.split(";") if d]
-        if memory not in ("fresh", "persist", "off") and not str(memory).endswith(".json"):
+        if memory not in ("fresh", "prior", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start of the run, kept across its "
-                                f"prompts), persist ($LEAP_CACHE/search_memory), off, or a FILE.json (read at the "
-                                f"start if it exists, written as the run learns), got {memory!r}")
+                                f"prompts), prior (the same, started from the prior leap ships for the model: "
+                                f"leap/data/search_memory), persist ($LEAP_CACHE/search_memory), off, or a FILE.json "
+                                f"(read at the start if it exists, written as the run learns), got {memory!r}")
         # a benchmark starts from an empty memory unless told: one learnt on evaluation prompts in an earlier run
         # would be tuning on the test; a FILE.json is one built elsewhere (benchmarks/search_warm.sh: on leap's own
         # seed prompts), and the records' search_memory_at_start names it
@@ -182,7 +183,7 @@ class SearchMethod(BenchMethod):
         elif str(memory).endswith(".json"):
             self.memory = SearchMemory(memory)
         else:
-            self.memory = memory_for(model, persist=memory == "persist")
+            self.memory = memory_for(model, persist=memory == "persist", prior=memory != "fresh")
         self.memory_at_start = "off" if self.memory is None else self.memory.describe()
         factory = agent_factory(agent, model.num_layers, zones=zones, groups=groups, search=search,
                                 seed=options.seed if seed is None else int(seed), agent_kwargs=agent_kwargs,

@@ -18,6 +18,14 @@ The memory persists between runs under ``$LEAP_CACHE/search_memory`` keyed by mo
 its records say so, so nothing learnt on evaluation prompts in an earlier run scores them again). It is an
 ablation flag (``--no-memory``).
 
+**The shipped prior.** A memory that is still empty on a user's machine starts from the prior leap ships for the
+model (``leap/data/search_memory/<model>.json``, made by ``benchmarks/search_prior.sh`` on leap's own seed prompts,
+never Spec-Bench), where its device type and dtype match the prior's: the first request then prunes and screens
+with what the prior measured instead of exploring every option (on Spec-Bench the search lost most on its first
+requests, while its memory was empty: ``docs/data/search_two_trials``). Each option counts as seen on
+``min_requests`` requests at most, so the machine's own requests outweigh it after a few. ``leap bench`` uses it
+only when asked (``memory=prior``), and its records say so.
+
 Who calls what: :func:`leap.search.factory.agent_factory` prunes each request's options with it;
 :class:`leap.search.runner.OnlineSearch` records what each request measured (:meth:`observe`).
 """
@@ -30,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SearchMemory", "memory_for"]
+__all__ = ["SearchMemory", "memory_for", "shipped_prior", "PRIOR_DIR"]
 
 
 class SearchMemory:
@@ -43,6 +51,7 @@ class SearchMemory:
         self.keep, self.min_requests = float(keep), int(min_requests)
         self.stats: dict[str, dict[str, float]] = {}
         self.last_paid = True
+        self.prior: Path | None = None  # the shipped prior this memory started from, if it did
         if self.path is not None and self.path.is_file():
             try:
                 data = json.loads(self.path.read_text())
@@ -58,7 +67,18 @@ class SearchMemory:
     def describe(self) -> str:
         """What a record says about the memory it started from."""
         where = "in memory only" if self.path is None else str(self.path)
+        if self.prior is not None:
+            where = f"started from the shipped prior {self.prior.parent.name}/{self.prior.name}; {where}"
         return f"{len(self.stats)} options remembered ({where})"
+
+    def start_from_prior(self, path: str | Path) -> None:
+        """Take a shipped prior's options (see the module docstring), each counted on ``min_requests`` requests at
+        most; the memory's own file is written at its first :meth:`observe`."""
+        data = json.loads(Path(path).read_text())
+        self.stats = {label: {"requests": min(int(entry["requests"]), self.min_requests), "mean": float(entry["mean"])}
+                      for label, entry in data["options"].items()}
+        self.last_paid = True
+        self.prior = Path(path)
 
     # ---------------------------------------------------------------- learning
     def _update(self, label: str, value: float) -> None:
@@ -130,12 +150,40 @@ class SearchMemory:
         return tuple(sorted(kept, key=lambda o: -seen.get(o.label, 0.0)))
 
 
-def memory_for(model: Any, *, persist: bool = True, **kwargs: Any) -> SearchMemory:
+#: where the shipped priors live (package data; benchmarks/search_prior.sh writes them)
+PRIOR_DIR = Path(__file__).resolve().parents[1] / "data" / "search_memory"
+
+
+def _dtype_name(model: Any) -> str:
+    return str(getattr(model, "dtype", "")).replace("torch.", "")
+
+
+def shipped_prior(model: Any) -> Path | None:
+    """The prior leap ships for ``model`` (by its name), if there is one measured on the same device type and dtype."""
+    path = PRIOR_DIR / f"{str(getattr(model, 'name', 'model')).replace('/', '_')}.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    device = str(getattr(model, "device", "cpu")).split(":")[0]
+    return path if data.get("device_type") == device and data.get("dtype") == _dtype_name(model) else None
+
+
+def memory_for(model: Any, *, persist: bool = True, prior: bool | None = None, **kwargs: Any) -> SearchMemory:
     """The memory of ``model`` on this device and dtype: under ``$LEAP_CACHE/search_memory`` when ``persist``,
-    else empty and in memory only."""
-    if not persist:
-        return SearchMemory(None, **kwargs)
-    root = Path(os.environ.get("LEAP_CACHE", Path.home() / ".cache" / "leap")) / "search_memory"
-    dtype = str(getattr(model, "dtype", "")).replace("torch.", "")
-    name = f"{getattr(model, 'name', 'model')}-{getattr(model, 'device', 'cpu')}-{dtype}".replace("/", "_")
-    return SearchMemory(root / f"{name}.json", **kwargs)
+    else in memory only. Still empty, it starts from the shipped prior (:func:`shipped_prior`) when ``prior``
+    (default: when ``persist``; a benchmark's ``memory=fresh`` starts empty, ``memory=prior`` from the prior)."""
+    prior = persist if prior is None else prior
+    if persist:
+        root = Path(os.environ.get("LEAP_CACHE", Path.home() / ".cache" / "leap")) / "search_memory"
+        name = f"{getattr(model, 'name', 'model')}-{getattr(model, 'device', 'cpu')}-{_dtype_name(model)}"
+        memory = SearchMemory(root / f"{name.replace('/', '_')}.json", **kwargs)
+    else:
+        memory = SearchMemory(None, **kwargs)
+    if prior and memory.empty:
+        found = shipped_prior(model)
+        if found is not None:
+            memory.start_from_prior(found)
+    return memory

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from leap.core.decoding.decoder import SelfSpecDecoder
 from leap.search.drafter_space import DrafterOption, parse_option
 from leap.search.factory import agent_factory
@@ -93,3 +95,32 @@ def test_a_request_that_confirms_the_memorys_favourite_stops_searching(tiny_llam
     unseen = run({"prompt-lookup": {"requests": 3, "mean": 1.0}, "suffix": low})  # stand not yet remembered
     assert unseen.iterations > 1 and any(t["config"].startswith("stand") for t in unseen.trials)  # it is tried
     assert run(None).stop != "memory"
+
+
+def test_an_empty_memory_starts_from_the_shipped_prior_where_device_and_dtype_match(tmp_path, monkeypatch,
+                                                                                      tiny_llama):
+    """Issue 34: a user's first request prunes with the prior leap ships for the model (not an empty memory), each
+    option counted on ``min_requests`` requests at most so the machine's own requests outweigh it; a prior measured on
+    another device type or dtype is not used; a benchmark's ``fresh`` memory never starts from it."""
+    import json
+
+    from leap.search import memory as memory_module
+
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(memory_module, "PRIOR_DIR", tmp_path / "priors")
+    (tmp_path / "priors").mkdir()
+    prior = {"device_type": "cpu", "dtype": "float32",
+             "options": {"stand": {"requests": 20, "mean": 0.4}, "suffix": {"requests": 20, "mean": 1.6}}}
+    (tmp_path / "priors" / f"{tiny_llama.name}.json").write_text(json.dumps(prior))
+    memory = memory_for(tiny_llama)
+    assert memory.stats == {"stand": {"requests": 2, "mean": 0.4}, "suffix": {"requests": 2, "mean": 1.6}}
+    assert "shipped prior" in memory.describe()
+    options = [parse_option("stand"), parse_option("suffix"), parse_option("prompt-lookup")]
+    assert {o.label for o in memory.prune(options)} == {"suffix", "prompt-lookup"}  # the prior prunes at once
+    memory.observe({"suffix": 1.0}, "suffix", 1.0)
+    assert memory_for(tiny_llama).stats["suffix"] == {"requests": 3, "mean": pytest.approx(1.4)}  # its own file now
+    assert memory_for(tiny_llama, persist=False).empty  # a benchmark's fresh memory
+    assert memory_for(tiny_llama, persist=False, prior=True).prior is not None  # memory=prior
+    (tmp_path / "priors" / f"{tiny_llama.name}.json").write_text(json.dumps({**prior, "dtype": "bfloat16"}))
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path / "other"))
+    assert memory_for(tiny_llama).empty  # another dtype's prior is not this one's
