@@ -158,7 +158,7 @@ class SearchMethod(BenchMethod):
     def __init__(self, name: str, model: LeapModel, options: BenchOptions, agent: str, *, zones: bool = True,
                  groups: bool = True, search: bool = True, drafters: Sequence[str] | str | None = None,
                  steps_per_trial: int | None = None, budget: int | None = None, carry_over: int = 0,
-                 loss_budget: float | None = None,
+                 carry_renew: bool | str = False, loss_budget: float | None = None,
                  zone_metric: str = "residual-ratio", group_metric: str = "ear-gain",
                  metric_args: dict[str, dict[str, Any]] | None = None, low_bit: bool = False, low_bits: int = 8,
                  seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
@@ -194,7 +194,8 @@ class SearchMethod(BenchMethod):
                                   give_up=options.give_up,
                                   loss_budget=options.loss_budget if loss_budget is None else float(loss_budget),
                                   steps_per_trial=steps_per_trial or options.steps_per_trial,
-                                  carry_over=int(carry_over))
+                                  carry_over=int(carry_over),
+                                  carry_renew=str(carry_renew).lower() not in ("0", "false", "no", "off", ""))
         self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify,
                                                    low_bits=int(low_bits)),
                                    factory, settings, memory=self.memory)
@@ -270,11 +271,13 @@ bench_methods.add("leap-low-bit", _leap("leap-low-bit", low_bit=True))
 def _leap_drafters(model: LeapModel, options: BenchOptions, drafters: Sequence[str] | str | None = None,
                    **agent_kwargs: Any) -> BenchMethod:
     """LEAP searching over drafters: MCTS on the joint (drafter option, layer configuration) space,
-    4 real steps per trial, a choice that paid reused for up to 4 following prompts"""
+    4 real steps per trial, a choice that paid reused for up to 4 following prompts, and 4 more each time it holds up
+    (carry_renew=0: searched again every fifth prompt)"""
     from leap.search.drafter_space import DEFAULT_DRAFTERS
 
     agent_kwargs.setdefault("steps_per_trial", 4)
     agent_kwargs.setdefault("carry_over", 4)
+    agent_kwargs.setdefault("carry_renew", True)
     return SearchMethod("leap-drafters", model, options, "leap", drafters=drafters or DEFAULT_DRAFTERS,
                         **agent_kwargs)
 

@@ -92,7 +92,9 @@ class SearchSettings:
     reward mostly measures luck and a search over drafters is steadier with 3-4; ``carry_over``: reuse
     a fixed choice whose fixed phase measured at least ``min_speedup`` for up to this many following
     prompts without searching, and search again as soon as it stops paying (0 = search every prompt,
-    LEAP's); ``loss_budget``: the most the search may lose, as a fraction of the request's plain-decoding
+    LEAP's); ``carry_renew``: a carried request that runs at least ``keep`` times the option's remembered mean
+    (the search memory's) starts the ``carry_over`` count again, so a choice that keeps holding up is not
+    searched again every ``carry_over + 1`` requests; ``loss_budget``: the most the search may lose, as a fraction of the request's plain-decoding
     time, before some configuration pays (module docstring; 0 = no limit)."""
 
     budget: int = 40
@@ -102,6 +104,7 @@ class SearchSettings:
     reward: str = "measured"
     steps_per_trial: int = 1
     carry_over: int = 0
+    carry_renew: bool = False
     loss_budget: float = 0.03
 
     def __post_init__(self) -> None:
@@ -367,6 +370,18 @@ class OnlineSearch:
             self._carried, self._carry_left = None, 0
         elif not was_carried:
             self._carried, self._carry_left = fixed, self.settings.carry_over
+        elif self.settings.carry_renew and self._holds_up(fixed, speedup):
+            self._carry_left = self.settings.carry_over
+
+    def _holds_up(self, fixed, speedup: float) -> bool:
+        """Whether a carried request ran at least ``keep`` times what its option measured on average over earlier
+        requests (the memory's mean, this request not yet in it): ``SearchSettings.carry_renew``. Searching again
+        every fifth request was most of what the search lost to ``lowbit`` where one option is best on every
+        prompt (``docs/data/search_prior``: carried requests at 1.00-1.01 of ``lowbit``, searched ones at 0.66-0.90)."""
+        if self.memory is None or not isinstance(fixed, DraftChoice):
+            return False
+        remembered = self.memory.expected(fixed.drafter.label)
+        return remembered is not None and speedup >= self.memory.keep * remembered
 
     def _choose(self, history: SearchHistory) -> LayerConfig | None:
         if not len(history):

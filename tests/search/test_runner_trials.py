@@ -111,6 +111,31 @@ def test_a_choice_the_memory_ranks_best_is_carried_on_a_slower_prompt(tiny_qwen2
     assert len(searched) == 1
 
 
+@pytest.mark.parametrize("remembered, renewed", [(1e-6, True), (1e6, False)])
+def test_a_carried_choice_that_holds_up_is_carried_again(tiny_qwen2, remembered, renewed):
+    """carry_renew: a carried request that runs at least ``keep`` times its option's remembered mean starts the
+    carry_over count again (searching again every fifth request was most of what the search lost to lowbit:
+    docs/data/search_prior); one that falls below it counts down as before (red when carry_renew does nothing, or
+    renews whatever the request measured)."""
+    from leap.search.memory import SearchMemory
+
+    memory = SearchMemory(None)
+    memory.stats = {"prompt-lookup": {"requests": 5, "mean": remembered}}
+    searched = []
+
+    def factory(trace):
+        searched.append(trace)
+        return _AlwaysPromptLookup(tiny_qwen2.num_layers)
+
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), factory,
+                          SearchSettings(budget=3, carry_over=2, give_up=0, min_speedup=0.0, carry_renew=True),
+                          memory=memory)
+    prompts = [[5, 6, 7, 8] * 3, [9, 10, 9, 10, 9], [4, 4, 5, 4, 4], [7, 8, 9, 7, 8], [6, 5, 6, 5, 6]]
+    carried = [runner.generate(p, max_new_tokens=40).carried_over for p in prompts]
+    assert carried == ([False, True, True, True, True] if renewed else [False, True, True, False, True])
+    assert len(searched) == (1 if renewed else 2)
+
+
 def test_a_request_that_ends_inside_its_search_carries_its_best_trial(tiny_qwen2):
     """A request whose prompt ends while the search still runs has no fixed phase; its best option's trials stand
     for it, so the next request carries that choice instead of searching again (red when only a fixed phase counts:
