@@ -5,11 +5,13 @@
 # renewal (leap-drafters-norenew: searched again every fifth request, as before) and the search from the shipped
 # prior (leap-drafters-prior, memory=prior: leap/data/search_memory, made on leap's seed prompts, never Spec-Bench).
 # The records' search_memory_at_start says which memory each started from.
+# NORENEW=0 leaves leap-drafters-norenew out (the T = 1 run did, for time).
 # Usage: bash benchmarks/search_renew.sh OUT_DIR
 set -euo pipefail
 out="${1:?usage: bash benchmarks/search_renew.sh OUT_DIR}"
 for temp in ${TEMPS:-0}; do
-  leap bench --methods ar,lowbit,leap-drafters,leap-drafters-norenew=leap-drafters,leap-drafters-prior=leap-drafters \
+  norenew=",leap-drafters-norenew=leap-drafters"; [ "${NORENEW:-1}" = 0 ] && norenew=""
+  leap bench --methods "ar,lowbit,leap-drafters$norenew,leap-drafters-prior=leap-drafters" \
       --method-arg "leap-drafters-norenew:carry_renew=0" --method-arg "leap-drafters-prior:memory=prior" \
       --num-prompts 3 --first-turn-only --max-new-tokens 128 --temperature "$temp" --threads 2 --seed 0 --quiet \
       --out "$out/t${temp}_128"
