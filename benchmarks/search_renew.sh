@@ -10,9 +10,10 @@
 set -euo pipefail
 out="${1:?usage: bash benchmarks/search_renew.sh OUT_DIR}"
 for temp in ${TEMPS:-0}; do
-  norenew=",leap-drafters-norenew=leap-drafters"; [ "${NORENEW:-1}" = 0 ] && norenew=""
-  leap bench --methods "ar,lowbit,leap-drafters$norenew,leap-drafters-prior=leap-drafters" \
-      --method-arg "leap-drafters-norenew:carry_renew=0" --method-arg "leap-drafters-prior:memory=prior" \
+  norenew=(--methods ar,lowbit,leap-drafters,leap-drafters-norenew=leap-drafters,leap-drafters-prior=leap-drafters
+           --method-arg leap-drafters-norenew:carry_renew=0)
+  [ "${NORENEW:-1}" = 0 ] && norenew=(--methods ar,lowbit,leap-drafters,leap-drafters-prior=leap-drafters)
+  leap bench "${norenew[@]}" --method-arg "leap-drafters-prior:memory=prior" \
       --num-prompts 3 --first-turn-only --max-new-tokens 128 --temperature "$temp" --threads 2 --seed 0 --quiet \
       --out "$out/t${temp}_128"
   leap report "$out/t${temp}_128" --baseline lowbit

@@ -124,3 +124,20 @@ def test_an_empty_memory_starts_from_the_shipped_prior_where_device_and_dtype_ma
     (tmp_path / "priors" / f"{tiny_llama.name}.json").write_text(json.dumps({**prior, "dtype": "bfloat16"}))
     monkeypatch.setenv("LEAP_CACHE", str(tmp_path / "other"))
     assert memory_for(tiny_llama).empty  # another dtype's prior is not this one's
+
+
+def test_every_shipped_prior_names_options_of_the_space_and_says_how_it_was_made():
+    """A prior whose labels no longer name options (a drafter or setting renamed) would prune nothing and screen
+    nothing, silently: every label must parse to a drafter option of today's registry."""
+    import json
+
+    from leap.search.drafter_space import DEFAULT_DRAFTERS, expand_settings
+    from leap.search.memory import PRIOR_DIR
+
+    files = sorted(PRIOR_DIR.glob("*.json"))
+    assert files, "leap ships a prior for the default model"
+    labels = {o.label for o in expand_settings([parse_option(d) for d in DEFAULT_DRAFTERS])}
+    for path in files:
+        data = json.loads(path.read_text())
+        assert data["device_type"] in ("cpu", "cuda") and data["dtype"] and data["made_by"] and data["commit"]
+        assert data["options"] and set(data["options"]) <= labels, set(data["options"]) - labels
