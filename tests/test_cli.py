@@ -28,6 +28,10 @@ def test_generate_json_has_the_documented_keys(model_dir, capsys):
     rounds = sorted(record["speedup_rounds"])
     assert len(rounds) == 3 and record["speedup"] == rounds[1]
     assert record["speedup_low"] == rounds[0] and record["speedup_high"] == rounds[2]
+    # a figure quoted from this record needs the commit and versions that produced it
+    from leap.core.runtime.provenance import git_commit
+
+    assert record["provenance"]["commit"] == git_commit() and record["provenance"]["device"] == "cpu"
 
 
 def test_generate_plain_and_policy_args(model_dir, capsys):

@@ -189,6 +189,9 @@ def run(args: argparse.Namespace) -> int:
             plain_step = result.plain_seconds[-1] / result.last_plain.new_tokens
         record["profile"] = time_profile(outcome, plain_step, call_s=record["call_time_s"])
     if args.json:
+        from leap.core.runtime.provenance import provenance
+
+        record["provenance"] = provenance(model)  # the commit and versions a figure from this record needs
         print(json.dumps(record))
         return 0
     print(outcome.text)
