@@ -39,15 +39,15 @@ memory's prior thus screens trials within the request too, not only the space be
 default model, where one option wins nearly everywhere, a request that confirms it in its first trial stops
 there instead of paying a trial of every option the pruning left in.
 
-Search overhead (time in ``ask``/``tell`` and in the agent's probe evaluations, outside the decoding
-steps) is reported separately. Greedy output stays token-identical to plain decoding throughout: the
-decoder is lossless for every configuration, whichever the agent picks.
+Search overhead (time in ``ask``/``tell`` and in the agent's probe evaluations, outside the decoding steps) is
+reported separately. Greedy output stays token-identical to plain decoding throughout: the decoder is lossless for
+every configuration, whichever the agent picks.
 
 With a drafter dimension (:class:`~leap.search.drafter_space.JointSpace`) the agent proposes
-:class:`~leap.search.drafter_space.DraftChoice` values (a drafter option and, for drafters that use
-layers, a configuration); the runner keeps one drafter instance per option across prompts (so
-Token Recycling's matrix and the suffix drafter's earlier outputs carry over) and attaches all of
-them to each session, so every one of them learns from every verification.
+:class:`~leap.search.drafter_space.DraftChoice` values (a drafter option and, for drafters that use layers, a
+configuration); the runner keeps one drafter instance per option across prompts (so Token Recycling's matrix and the
+suffix drafter's earlier outputs carry over) and attaches all of them to each session, so every one of them learns
+from every verification.
 
 Who calls what: ``leap generate --method NAME`` and the benchmarks build an :class:`OnlineSearch`
 with :func:`build_space` and :func:`leap.search.base.make_agent`.
@@ -92,9 +92,8 @@ class SearchSettings:
     reward mostly measures luck and a search over drafters is steadier with 3-4; ``carry_over``: reuse
     a fixed choice whose fixed phase measured at least ``min_speedup`` for up to this many following
     prompts without searching, and search again as soon as it stops paying (0 = search every prompt,
-    LEAP's); ``carry_renew``: a carried request that runs at least ``keep`` times the option's remembered mean
-    (the search memory's) starts the ``carry_over`` count again, so a choice that keeps holding up is not
-    searched again every ``carry_over + 1`` requests; ``loss_budget``: the most the search may lose, as a fraction of the request's plain-decoding
+    LEAP's); ``carry_renew``: a carried request at >= ``keep`` times its option's remembered mean restarts the
+    ``carry_over`` count (a choice that holds up is not searched again every few requests); ``loss_budget``: the most the search may lose, as a fraction of the request's plain-decoding
     time, before some configuration pays (module docstring; 0 = no limit)."""
 
     budget: int = 40
@@ -346,19 +345,14 @@ class OnlineSearch:
     def _carry(self, fixed, was_carried: bool, tokens: int, seconds: float, t_base: float,
                trial_mean: float | None = None, trials: int = 0) -> None:
         """Keep ``fixed`` for the next prompts if its fixed phase paid (tokens/s over plain's reached ``min_speedup``),
-        else drop it. A request that ended inside its search has no fixed phase: its trials' mean reward for
-        ``fixed`` (``trial_mean``, over ``trials`` trials) stands for it - else every such request is followed by another
-        search (``docs/data/search_carry``: six in a row, each searching to the prompt's end) - once it ran at least
-        :data:`MIN_CARRY_TRIALS` trials there: one few-step trial is one sample of a reward that swings by a factor of
-        three, and a single lucky one carried a loser on (``docs/data/xeon_rebaseline``: ``gated`` fixed on one trial
-        rewarded 8.4, carried to the next request at 0.62 of ``lowbit``; ``docs/data/lowbit_native``: ``eagle`` from the
-        warm-up's one trial, then prompt lookup from one trial of 2.3, each carried at 0.3-0.6 of ``lowbit``). With a memory, it must also
-        be near the best option the memory knows: its own mean over earlier requests (or, not yet remembered, this
-        request's measurement) at least ``keep`` times the best option's mean. A choice a short search fixed by luck (prompt lookup at 1.2x, where lowbit gives 2.4x,
-        ``docs/data/handoff``) is otherwise carried from prompt to prompt without a search to replace it; and one
-        request's speed is not compared with a mean over other prompts, which a harder prompt misses by its
-        difficulty alone (``docs/data/lowbit_dense``: 24 of 39 requests searched again, most after a carried
-        ``lowbit`` fell below ``keep`` times its own mean)."""
+        else drop it. A request that ended inside its search carries its best option by that option's trials' mean
+        (``trial_mean``), once it ran :data:`MIN_CARRY_TRIALS` trials there: else every such request is followed by
+        another search (``docs/data/search_carry``), and one few-step trial - a reward that swings by a factor of
+        three - carried losers on (``docs/data/xeon_rebaseline``, ``docs/data/lowbit_native``: ``gated``, ``eagle``,
+        prompt lookup at 0.3-0.6 of ``lowbit``). With a memory, the option's own remembered mean (or, not yet
+        remembered, this request's measurement) must also reach ``keep`` times the best option's mean: a choice fixed
+        by a short search's luck is otherwise carried on (``docs/data/handoff``), and one request's speed against a
+        mean over other prompts drops a choice by the prompt's difficulty alone (``docs/data/lowbit_dense``)."""
         speedup = tokens * t_base / seconds if fixed is not None and tokens > 0 and seconds > 0 and t_base > 0 \
             else trial_mean if fixed is not None and trials >= MIN_CARRY_TRIALS else None
         paid = speedup is not None and speedup >= self.settings.min_speedup
@@ -374,13 +368,11 @@ class OnlineSearch:
             self._carry_left = self.settings.carry_over
 
     def _holds_up(self, fixed, speedup: float) -> bool:
-        """Whether a carried request ran at least ``keep`` times what its option measured on average over earlier
-        requests (the memory's mean, this request not yet in it): ``SearchSettings.carry_renew``. Searching again
-        every fifth request was most of what the search lost to ``lowbit`` where one option is best on every
-        prompt (``docs/data/search_prior``: carried requests at 1.00-1.01 of ``lowbit``, searched ones at 0.66-0.90)."""
-        if self.memory is None or not isinstance(fixed, DraftChoice):
-            return False
-        remembered = self.memory.expected(fixed.drafter.label)
+        """``carry_renew``: whether a carried request ran at >= ``keep`` times its option's remembered mean (this
+        request not yet in it). Re-searching every fifth request was what the search lost where one option is best
+        everywhere (``docs/data/search_prior``: carried requests at 1.00 of ``lowbit``, searched ones at 0.66-0.90)."""
+        remembered = self.memory.expected(fixed.drafter.label) \
+            if self.memory is not None and isinstance(fixed, DraftChoice) else None
         return remembered is not None and speedup >= self.memory.keep * remembered
 
     def _choose(self, history: SearchHistory) -> LayerConfig | None:

@@ -283,8 +283,9 @@ class LlamaCppRunner(LowBitRunner):
         return True
 
     def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
-        if self._owner is not None:  # a row of another runner's context: that runner frees it
-            return
+        state = self.__dict__  # a constructor that failed set only part of it
+        if "_batch" not in state or state.get("_owner") is not None:  # nothing to free, or a row of another
+            return  # runner's context (that runner frees it)
         try:
             self._lib.llama_batch_free(self._batch)
             self._lib.llama_free(self._ctx)  # the model stays loaded for the process (_MODELS)
