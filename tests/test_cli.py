@@ -148,6 +148,22 @@ def test_compare_rounds_start_from_the_memory_as_it_was_and_it_learns_once(model
     assert stats and all(entry["requests"] == 1 for entry in stats.values()), stats
 
 
+def test_an_empty_memory_starts_from_the_shipped_prior_unless_no_prior(model_dir, capsys, tmp_path, monkeypatch):
+    """The record names the memory the search started from; --no-prior is the ablation (a flag, not a code edit)."""
+    from leap.search import memory as memory_module
+
+    monkeypatch.setattr(memory_module, "PRIOR_DIR", tmp_path / "priors")
+    (tmp_path / "priors").mkdir()
+    (tmp_path / "priors" / "tiny.json").write_text(json.dumps(
+        {"device_type": "cpu", "dtype": "float32", "options": {"suffix": {"requests": 9, "mean": 1.5}}}))
+    args = ["generate", "w5 w6 w7 w5 w6 w7 w5", "--model", model_dir, "--no-chat", "--drafters",
+            "prompt-lookup;suffix", "--max-new-tokens", "8", "--json"]
+    for flags, started in (([], "shipped prior"), (["--no-prior"], "0 options remembered")):
+        monkeypatch.setenv("LEAP_CACHE", str(tmp_path / "cache" / str(len(flags))))
+        assert main(args + flags) == 0
+        assert started in json.loads(capsys.readouterr().out)["search_memory_at_start"]
+
+
 @pytest.mark.parametrize("method", ["optuna-tpe", "nevergrad-ngopt"])
 def test_generate_searches_with_the_external_optimizers(model_dir, capsys, method):
     """Issue 21's "done when": `leap generate --method optuna-tpe` (and Nevergrad's, when installed) search

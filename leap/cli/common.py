@@ -108,6 +108,9 @@ def add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-memory", action="store_true",
                    help="ablation: no memory of earlier requests (by default a search over drafters prunes the "
                         "options earlier requests found losing: $LEAP_CACHE/search_memory)")
+    p.add_argument("--no-prior", action="store_true",
+                   help="ablation: a search memory that is still empty starts empty, not from the prior leap ships "
+                        "for the model (leap/data/search_memory)")
 
 
 def config_from_args(args: argparse.Namespace, num_layers: int):

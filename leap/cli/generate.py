@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         drafters = DEFAULT_DRAFTERS if args.drafters == "default" else args.drafters.split(";")
     # the user's memory of earlier requests ($LEAP_CACHE/search_memory); under --compare every round (the warm-up
     # too) starts from it as it was before this command, and one round's learning is kept at the end
-    saved_memory = memory_for(model) if drafters and not args.no_memory else None
+    saved_memory = memory_for(model, prior=not args.no_prior) if drafters and not args.no_memory else None
     round_memories = []
 
     def _search(decoder):
@@ -142,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         if memory is not None and args.compare:
             memory = saved_memory.copy()
             round_memories.append(memory)
+        at_start = "off" if memory is None else memory.describe()
         factory = agent_factory(method, model.num_layers, zones=not args.no_zones, groups=not args.no_groups,
                                 search=not args.no_search, seed=args.seed, agent_kwargs=kv_args(args.agent_arg),
                                 drafters=drafters, zone_metric=args.zone_metric, group_metric=args.group_metric,
@@ -155,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         searched = runner.generate(args.prompt, **settings)
         record = searched.to_dict()
         record["search_space"] = _space_record(runner, args)
+        record["search_memory_at_start"] = at_start
         return searched.generation, record
 
     if args.compare:

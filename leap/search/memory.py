@@ -118,7 +118,7 @@ class SearchMemory:
         prompt before the rounds that are timed), then keeps one round's copy (:meth:`adopt`)."""
         twin = SearchMemory(None, keep=self.keep, min_requests=self.min_requests)
         twin.stats = {k: dict(v) for k, v in self.stats.items()}
-        twin.last_paid = self.last_paid
+        twin.last_paid, twin.prior = self.last_paid, self.prior
         return twin
 
     def adopt(self, other: SearchMemory) -> None:
