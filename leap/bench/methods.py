@@ -269,16 +269,16 @@ bench_methods.add("leap-low-bit", _leap("leap-low-bit", low_bit=True))
 
 @bench_methods.register("leap-drafters")
 def _leap_drafters(model: LeapModel, options: BenchOptions, drafters: Sequence[str] | str | None = None,
-                   **agent_kwargs: Any) -> BenchMethod:
+                   agent: str = "leap", **agent_kwargs: Any) -> BenchMethod:
     """LEAP searching over drafters: MCTS on the joint (drafter option, layer configuration) space,
     4 real steps per trial, a choice that paid reused for up to 4 following prompts, and 4 more each time it holds up
-    (carry_renew=0: searched again every fifth prompt)"""
+    (carry_renew=0: searched again every fifth prompt); agent=NAME runs another registered agent on the same space"""
     from leap.search.drafter_space import DEFAULT_DRAFTERS
 
     agent_kwargs.setdefault("steps_per_trial", 4)
     agent_kwargs.setdefault("carry_over", 4)
     agent_kwargs.setdefault("carry_renew", True)
-    return SearchMethod("leap-drafters", model, options, "leap", drafters=drafters or DEFAULT_DRAFTERS,
+    return SearchMethod("leap-drafters", model, options, agent, drafters=drafters or DEFAULT_DRAFTERS,
                         **agent_kwargs)
 
 

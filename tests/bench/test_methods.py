@@ -71,6 +71,19 @@ def test_a_search_memory_built_elsewhere_is_read_named_and_kept_apart(tiny_llama
         make_method("leap-drafters", tiny_llama, memory="warm.txt", **kwargs)
 
 
+@pytest.mark.parametrize("agent", ["ucb", "random", "optuna-tpe"])
+def test_the_drafter_search_runs_any_registered_agent_and_stays_lossless(tiny_llama, agent):
+    """leap-drafters' agent=NAME (issue 34's agent sweep on the drafter space): the named agent searches the joint
+    space, and greedy output stays identical to plain decoding."""
+    from leap.core import SelfSpecDecoder
+    from leap.search.base import make_agent
+
+    method = make_method("leap-drafters", tiny_llama, agent=agent, drafters="suffix;prompt-lookup", steps_per_trial=2)
+    res = method.run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0)
+    assert res.token_ids == SelfSpecDecoder(tiny_llama, None).generate(PROMPT, max_new_tokens=16).token_ids
+    assert type(method.runner.agent).__name__ == type(make_agent(agent, method.runner.agent.space)).__name__
+
+
 def test_hf_ar_with_stock_linears_runs_no_onednn_layer(tiny_llama, plain_ids):
     from leap.core.modeling.fast_linear import OneDNNLinear
 
