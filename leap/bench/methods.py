@@ -158,7 +158,7 @@ class SearchMethod(BenchMethod):
     def __init__(self, name: str, model: LeapModel, options: BenchOptions, agent: str, *, zones: bool = True,
                  groups: bool = True, search: bool = True, drafters: Sequence[str] | str | None = None,
                  steps_per_trial: int | None = None, budget: int | None = None, carry_over: int = 0,
-                 carry_renew: bool | str = False, loss_budget: float | None = None,
+                 carry_renew: bool = False, loss_budget: float | None = None,
                  zone_metric: str = "residual-ratio", group_metric: str = "ear-gain",
                  metric_args: dict[str, dict[str, Any]] | None = None, low_bit: bool = False, low_bits: int = 8,
                  seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
@@ -195,7 +195,7 @@ class SearchMethod(BenchMethod):
                                   loss_budget=options.loss_budget if loss_budget is None else float(loss_budget),
                                   steps_per_trial=steps_per_trial or options.steps_per_trial,
                                   carry_over=int(carry_over),
-                                  carry_renew=str(carry_renew).lower() not in ("0", "false", "no", "off", ""))
+                                  carry_renew=bool(carry_renew))  # --method-arg values arrive as JSON: 0, true
         self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify,
                                                    low_bits=int(low_bits)),
                                    factory, settings, memory=self.memory)

@@ -93,8 +93,9 @@ class SearchSettings:
     a fixed choice whose fixed phase measured at least ``min_speedup`` for up to this many following
     prompts without searching, and search again as soon as it stops paying (0 = search every prompt,
     LEAP's); ``carry_renew``: a carried request at >= ``keep`` times its option's remembered mean restarts the
-    ``carry_over`` count (a choice that holds up is not searched again every few requests); ``loss_budget``: the most the search may lose, as a fraction of the request's plain-decoding
-    time, before some configuration pays (module docstring; 0 = no limit)."""
+    ``carry_over`` count (a choice that holds up is not searched again every few requests); ``loss_budget``: the
+    most the search may lose, as a fraction of the request's plain-decoding time, before some configuration pays
+    (module docstring; 0 = no limit)."""
 
     budget: int = 40
     base_steps: int = 2
