@@ -5,7 +5,9 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site
 fi
+# a wheel staged by an earlier call on the same (warm) machine: benchmarks/gpu_stage.sh
+[ -d /tmp/site ] && [ -z "${PYTHONPATH:-}" ] && export PYTHONPATH=/tmp/site
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1 LEAP_CACHE=/tmp/leap_cache
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$LOG"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$LOG"
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" \
   | tee -a "$LOG"

