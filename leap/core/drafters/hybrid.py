@@ -111,6 +111,18 @@ class Cascade(Drafter):
         self.used: list[int] = [0, 0]  # steps drafted by each part
         self._chosen: Drafter | None = None
 
+    @classmethod
+    def unavailable(cls, model: Any, first: str | Drafter = "suffix", then: str | Drafter = "lowbit",
+                    **kwargs: Any) -> str | None:
+        """What a part made from a registered name says (``then_gguf=PATH`` reaches ``lowbit``'s check)."""
+        for prefix, part in (("first_", first), ("then_", then)):
+            if isinstance(part, str):
+                args = {k[len(prefix):]: v for k, v in kwargs.items() if k.startswith(prefix)}
+                why = drafters.get(part).unavailable(model, **args)
+                if why:
+                    return f"its {prefix[:-1]} part ({part}): {why}"
+        return None
+
     @property
     def last_match(self) -> int | None:
         return self.first.last_match

@@ -56,7 +56,7 @@ import torch
 
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
-from leap.core.modeling.low_bit import QUANTS, LowBitRunner, make_row_runners, make_runner
+from leap.core.modeling.low_bit import QUANTS, LowBitRunner, make_row_runners, make_runner, runner_unavailable
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.trees.stochastic_tree import delayed_shape, fill_shape, gumbel_top_k, most_likely, sibling_shape
 from leap.core.verify.sampling import DenseDraw, SamplingSettings, target_probs
@@ -174,6 +174,13 @@ class LowBit(Drafter):
         self._model_id: int | None = None
         self._fixed = runner is not None
         self.settings = SamplingSettings(0.0, 1.0)
+
+    @classmethod
+    def unavailable(cls, model: Any, runner: LowBitRunner | None = None, backend: str = "auto",
+                    gguf: str | None = None, **kwargs: Any) -> str | None:
+        """Off the CPU, no runner without llama.cpp and the model's GGUF (:func:`runner_unavailable`); a
+        ``runner`` given is the caller's."""
+        return None if runner is not None else runner_unavailable(model, backend, gguf)
 
     # ------------------------------------------------------------------ hooks
     def use_model(self, model: Any) -> None:

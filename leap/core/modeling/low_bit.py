@@ -316,6 +316,25 @@ def make_row_runners(model: Any, n: int, **runner_args: Any) -> list[LowBitRunne
     return LlamaCppRunner.rows(path, n, n_ctx=int(runner_args.get("n_ctx") or 4096), threads=runner_args.get("threads"))
 
 
+def runner_unavailable(model: Any, backend: str = "auto", gguf: str | None = None) -> str | None:
+    """Why no low-bit runner can draft for ``model`` with these settings, or None. Cheap (no runner is made): what
+    :meth:`LowBit.unavailable <leap.core.drafters.lowbit.LowBit.unavailable>` says, so that a drafter search on a
+    GPU leaves ``lowbit`` out with this reason instead of failing every request (seen on an H200: the int8 runner
+    is CPU-only, and llama.cpp needs the model's GGUF). :func:`make_runner` raises the same reason."""
+    if model.device.type == "cpu" or backend == "llama.cpp":
+        return None  # the CPU always has the int8 runner; an explicit llama.cpp fails with its own message
+    if backend == "torch-int8":
+        return ("the torch-int8 low-bit runner is a CPU runner (torch's dynamic quantisation) and the model is on "
+                f"{model.device}; use backend=llama.cpp with the model's GGUF (gguf=PATH)")
+    if importlib.util.find_spec("llama_cpp") is None:
+        return (f"the model is on {model.device}, where lowbit drafts with llama.cpp only, and llama-cpp-python "
+                "is not installed (fix: bash setup.sh, or see `leap doctor`)")
+    if not (Path(gguf).is_file() if gguf else gguf_of(model) is not None):
+        return (f"the model is on {model.device}, where lowbit drafts with llama.cpp only, and no GGUF of the model "
+                "is known (fix: --drafter-arg gguf=PATH, or load the model from a .gguf)")
+    return None
+
+
 def make_runner(model: Any, backend: str = "auto", gguf: str | None = None, threads: int | None = None,
                 n_ctx: int = 0, quant: str = "native") -> LowBitRunner:
     """``auto``: llama.cpp on the model's GGUF (or ``gguf``) when llama-cpp-python is installed and the
@@ -330,10 +349,13 @@ def make_runner(model: Any, backend: str = "auto", gguf: str | None = None, thre
     path = Path(gguf) if gguf else gguf_of(model)
     if gguf and not path.is_file():
         raise SettingsError(f"no GGUF file at {gguf}")
+    why = runner_unavailable(model, backend, gguf)
+    if why:
+        raise SettingsError(f"lowbit: {why}")
     if backend == "auto":
         installed = importlib.util.find_spec("llama_cpp") is not None
         usable = path is not None and installed
-        backend = "llama.cpp" if usable and model.device.type == "cpu" else "torch-int8"
+        backend = "llama.cpp" if usable else "torch-int8"  # off the CPU, runner_unavailable made sure llama.cpp is
         if backend == "torch-int8" and model.device.type == "cpu":
             why = ("llama-cpp-python is not installed (fix: bash setup.sh, or see `leap doctor`)" if not installed
                    else "the model was not loaded from a GGUF file (fix: --drafter-arg gguf=PATH)")

@@ -598,3 +598,47 @@ def test_a_cascade_passes_the_handoff_on_to_its_lowbit_part(tiny_llama):
     while not session.done:
         session.step()
     assert session.new_token_ids == SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=16).token_ids
+
+
+def _on_a_gpu(info=None):
+    """What ``unavailable`` reads of a model on a GPU (a CUDA device is not needed to ask)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(device=torch.device("cuda", 0), info=info or {}, name="m")
+
+
+@pytest.mark.parametrize("installed", [False, True])
+def test_off_the_cpu_lowbit_says_why_it_cannot_draft_and_a_search_leaves_it_out(monkeypatch, tmp_path, installed):
+    """On an H200 without llama.cpp, ``leap-drafters`` failed all 13 requests: ``lowbit`` fell back to the CPU-only
+    int8 runner at its first request. Off the CPU it must say why before it is made (no llama.cpp; no GGUF), the
+    drafter search must leave it and ``cascade`` out with that reason, and ``make_runner`` must raise it."""
+    import warnings
+
+    from leap.core.drafters.hybrid import Cascade
+    from leap.search.drafter_space import usable_options
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: (object() if installed else None) if name == "llama_cpp" else real(name, *a))
+    model = _on_a_gpu()
+    why = LowBit.unavailable(model)
+    assert why and ("GGUF" in why if installed else "llama-cpp-python" in why)
+    assert Cascade.unavailable(model) and why in Cascade.unavailable(model)
+    assert LowBit.unavailable(model, backend="torch-int8")  # CPU-only, whatever is installed
+    with pytest.raises(SettingsError, match="GGUF" if installed else "llama-cpp-python"):
+        make_runner(model)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        kept = usable_options(["suffix", "lowbit", "cascade", "lowbit:num_tokens=10"], model)
+    assert [o.name for o in kept] == ["suffix"]
+    assert sum("left out" in str(w.message) for w in seen) == 3
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    # with llama.cpp and the model's GGUF, a GPU model's draft runs in llama.cpp: available
+    assert (LowBit.unavailable(model, gguf=str(gguf)) is None) == installed
+    assert (LowBit.unavailable(_on_a_gpu({"source": str(tmp_path), "gguf_file": "m.gguf"})) is None) == installed
+    assert LowBit.unavailable(_on_a_gpu(), runner=object()) is None  # a runner of the caller's own
+
+
+def test_on_the_cpu_lowbit_is_always_available(tiny_llama):
+    assert LowBit.unavailable(tiny_llama) is None and LowBit.unavailable(tiny_llama, backend="torch-int8") is None
