@@ -162,7 +162,7 @@ class SearchMethod(BenchMethod):
                  zone_metric: str = "residual-ratio", group_metric: str = "ear-gain",
                  metric_args: dict[str, dict[str, Any]] | None = None, low_bit: bool = False, low_bits: int = 8,
                  seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
-                 **agent_kwargs: Any) -> None:
+                 memory_horizon: int = 8, memory_recheck: int = 16, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory, memory_for
         from leap.search.runner import OnlineSearch, SearchSettings
@@ -178,12 +178,13 @@ class SearchMethod(BenchMethod):
         # a benchmark starts from an empty memory unless told: one learnt on evaluation prompts in an earlier run
         # would be tuning on the test; a FILE.json is one built elsewhere (benchmarks/search_warm.sh: on leap's own
         # seed prompts), and the records' search_memory_at_start names it
+        ageing = dict(horizon=int(memory_horizon), recheck=int(memory_recheck))  # 0, 0: the ablation (no ageing)
         if memory == "off" or not drafters:
             self.memory = None
         elif str(memory).endswith(".json"):
-            self.memory = SearchMemory(memory)
+            self.memory = SearchMemory(memory, **ageing)
         else:
-            self.memory = memory_for(model, persist=memory == "persist", prior=memory != "fresh")
+            self.memory = memory_for(model, persist=memory == "persist", prior=memory != "fresh", **ageing)
         self.memory_at_start = "off" if self.memory is None else self.memory.describe()
         factory = agent_factory(agent, model.num_layers, zones=zones, groups=groups, search=search,
                                 seed=options.seed if seed is None else int(seed), agent_kwargs=agent_kwargs,

@@ -140,6 +140,17 @@ class Eagle(Drafter):
             return str(e)
         return None
 
+    @classmethod
+    def fingerprint(cls, model: Any, head: str | FeatureHead | None = None, **kwargs: Any) -> str:
+        """Its arguments' and the trained head's file (a head trained again is another drafter)."""
+        from leap.heads.store import default_head_path, file_stamp
+
+        try:
+            path = default_head_path(model) if head is None else head if isinstance(head, str) else None
+        except SettingsError:
+            path = None
+        return f"{super().fingerprint(model, head=head, **kwargs)}-{file_stamp(path)}"
+
     def use_model(self, model: Any) -> None:
         if self._model is model:
             return

@@ -124,6 +124,19 @@ class ExitHeadDrafter(Drafter):
         return None
 
     @classmethod
+    def fingerprint(cls, model: Any, layer: int | None = None, head: str | ExitHead | None = None,
+                    **kwargs: Any) -> str:
+        """Its arguments' and the trained exit head's file (a head trained again is another drafter)."""
+        from leap.heads.store import default_exit_head_path, file_stamp
+
+        try:
+            path = (default_exit_head_path(model, cls.default_layer(model) if layer is None else int(layer))
+                    if head is None else head if isinstance(head, str) else None)
+        except SettingsError:
+            path = None
+        return f"{super().fingerprint(model, layer=layer, head=head, **kwargs)}-{file_stamp(path)}"
+
+    @classmethod
     def exit_layer_of(cls, num_layers: int, layer: int | None = None, head: str | ExitHead | None = None,
                       **kwargs: Any) -> int | None:
         """``layer=``, else the layer a ``head=`` object or file records, else a third of the layers (the default

@@ -8,6 +8,7 @@ shipped in ``leap/data/heads/`` when its record names this model. Shipped heads 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -42,6 +43,21 @@ def file_sha256(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def file_stamp(path: str | Path | None) -> str:
+    """A short content hash of a head's file ("none": no file), for a drafter's
+    :meth:`~leap.core.drafters.base.Drafter.fingerprint`: the same file reinstalled keeps its stamp, a head trained
+    again gets another. Hashed once per file version (path, size, modification time) in a process."""
+    if path is None or not Path(path).is_file():
+        return "none"
+    st = Path(path).stat()
+    return _stamp(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _stamp(path: str, size: int, mtime_ns: int) -> str:
+    return file_sha256(path)[:12]
 
 
 def default_head_path(model: Any) -> Path:

@@ -277,6 +277,14 @@ def expand_settings(options: Sequence[str | DrafterOption]) -> tuple[DrafterOpti
     return tuple(out)
 
 
+def option_fingerprints(options: Sequence[DrafterOption], model) -> dict[str, str]:
+    """Label -> :meth:`~leap.core.drafters.base.Drafter.fingerprint` of each option for ``model``: what
+    :meth:`leap.search.memory.SearchMemory.prune` checks the remembered options against."""
+    from leap.core.drafters import drafters
+
+    return {o.label: drafters.get(o.name).fingerprint(model, **o.kwargs) for o in options}
+
+
 def usable_options(options: Sequence[str | DrafterOption], model) -> tuple[DrafterOption, ...]:
     """``options`` less those whose drafter says it cannot draft for ``model``
     (:meth:`~leap.core.drafters.base.Drafter.unavailable`), each left out with a warning giving its reason;

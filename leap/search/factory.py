@@ -29,7 +29,7 @@ from typing import Any
 from leap.core.errors import SettingsError
 from leap.core.modeling.trace import LayerTrace
 from leap.search.base import SearchAgent, make_agent, search_agents
-from leap.search.drafter_space import expand_settings, usable_options, with_drafters
+from leap.search.drafter_space import expand_settings, option_fingerprints, usable_options, with_drafters
 from leap.search.memory import SearchMemory
 
 __all__ = ["agent_factory"]
@@ -87,6 +87,7 @@ def agent_factory(
         drafters = expand_settings(drafters)
     counter = iter(range(1_000_000))
     usable: dict[int, tuple] = {}  # per model: the drafter options that can draft for it (checked once)
+    stamps: dict[int, dict[str, str]] = {}  # per model: those options' drafter fingerprints (the memory's versions)
 
     def options_for(trace: LayerTrace | None):
         model = getattr(trace, "model", None)
@@ -94,7 +95,8 @@ def agent_factory(
             return drafters
         if id(model) not in usable:
             usable[id(model)] = usable_options(drafters, model)
-        return memory.prune(usable[id(model)]) if memory is not None else usable[id(model)]
+            stamps[id(model)] = option_fingerprints(usable[id(model)], model)
+        return memory.prune(usable[id(model)], stamps[id(model)]) if memory is not None else usable[id(model)]
 
     def factory(trace: LayerTrace | None) -> SearchAgent:
         space = cls.space_for(trace, num_layers, zones=zones, groups=groups, **space_kwargs)

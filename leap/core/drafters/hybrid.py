@@ -59,6 +59,15 @@ class Hybrid(Drafter):
         self.needs_logits = self.free.needs_logits
         self.host_reads_per_step, self.host_reads_per_node = self.free.host_reads_per_step, self.free.host_reads_per_node
 
+
+    @classmethod
+    def fingerprint(cls, model: Any, free: str | Drafter = "suffix", **kwargs: Any) -> str:
+        """Its own arguments' and its model-free part's."""
+        own = super().fingerprint(model, free=free, **kwargs)
+        if not isinstance(free, str):
+            return own
+        part = {k: v for k, v in kwargs.items() if k != "min_free"}
+        return f"{own}-{drafters.get(free).fingerprint(model, **part)}"
     def begin(self, prompt: Sequence[int]) -> None:
         self.free.begin(prompt)
 
@@ -122,6 +131,16 @@ class Cascade(Drafter):
                 if why:
                     return f"its {prefix[:-1]} part ({part}): {why}"
         return None
+
+    @classmethod
+    def fingerprint(cls, model: Any, first: str | Drafter = "suffix", then: str | Drafter = "lowbit",
+                    **kwargs: Any) -> str:
+        """Its own arguments' and its parts' (a default of ``lowbit`` changes what ``cascade`` is)."""
+        own = super().fingerprint(model, first=first, then=then, **kwargs)
+        parts = [drafters.get(part).fingerprint(model, **{k[len(prefix):]: v for k, v in kwargs.items()
+                                                           if k.startswith(prefix)})
+                 for prefix, part in (("first_", first), ("then_", then)) if isinstance(part, str)]
+        return "-".join([own, *parts])
 
     @property
     def last_match(self) -> int | None:

@@ -230,3 +230,25 @@ def test_gated_threshold_is_the_calibrated_break_even_of_the_proposal():
     assert cheap.threshold(2) == pytest.approx(0.12) and dear.threshold(2) == pytest.approx(0.62)
     assert cheap.propose(tokens, 5) == [3, 1] and dear.propose(tokens, 5) == []
     assert Gated("prompt-lookup", min_accept=0.3).threshold(9) == 0.3 and not Gated(min_accept=0.3).needs_costs
+
+
+def test_every_drafters_fingerprint_is_the_same_in_another_process(tiny_llama):
+    """The search memory forgets an option whose fingerprint changed, so a fingerprint that differs between processes
+    (an object's address in it, a set's order) would forget the whole memory on every run. Every registered drafter,
+    with its contract arguments, in this process and a fresh one."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json; from leap.core.drafters import drafters; from tests.tiny import tiny_model; "
+            "m = tiny_model('llama'); "
+            "print(json.dumps({n: drafters.get(n).fingerprint(m, **dict(drafters.get(n).example_kwargs)) "
+            "for n in drafters.names()}))")
+    here = {n: drafters.get(n).fingerprint(tiny_llama, **dict(drafters.get(n).example_kwargs)) for n in drafters.names()}
+    there = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                      timeout=120).stdout)
+    assert here == there
+    assert len(set(here.values())) == len(here)  # no two drafters alike
+    # an object argument (a runner, a head) counts by its type: its address differs in every process
+    lowbit = drafters.get("lowbit")
+    assert lowbit.fingerprint(tiny_llama, runner=object()) == lowbit.fingerprint(tiny_llama, runner=object())
