@@ -95,7 +95,8 @@ class SearchSettings:
     LEAP's); ``carry_renew``: a carried request at >= ``keep`` times its option's remembered mean restarts the
     ``carry_over`` count (a choice that holds up is not searched again every few requests); ``loss_budget``: the
     most the search may lose, as a fraction of the request's plain-decoding time, before some configuration pays
-    (module docstring; 0 = no limit)."""
+    (module docstring; 0 = no limit); ``budget_s``: the most seconds a request's search may take, set-up included (0 =
+    no limit; ``stop`` = "time"): an equal wall-clock budget for agents whose asks cost differently (issue 34)."""
 
     budget: int = 40
     base_steps: int = 2
@@ -106,12 +107,13 @@ class SearchSettings:
     carry_over: int = 0
     carry_renew: bool = False
     loss_budget: float = 0.03
+    budget_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.budget < 0 or self.base_steps < 0 or self.give_up < 0 or self.steps_per_trial < 1 \
-                or self.carry_over < 0 or not self.loss_budget >= 0:
-            raise SettingsError("search settings: budget, base_steps, give_up, carry_over and loss_budget must "
-                                "be >= 0, steps_per_trial >= 1")
+                or self.carry_over < 0 or not self.loss_budget >= 0 or not self.budget_s >= 0:
+            raise SettingsError("search settings: budget, base_steps, give_up, carry_over, loss_budget and budget_s "
+                                "must be >= 0, steps_per_trial >= 1")
         if self.reward not in ("measured", "cost"):
             raise SettingsError(f"reward must be 'measured' or 'cost', got {self.reward!r}")
 
@@ -128,9 +130,8 @@ class SearchOutcome:
     t_base_s: float
     trials: list[dict[str, Any]] = field(default_factory=list)
     carried_over: bool = False  # the fixed choice came from an earlier prompt (SearchSettings.carry_over)
-    #: why the search ended: "converged", "budget" (iterations), "give_up", "loss_budget", "memory" (settled by
-    #: what earlier requests measured), "done" (the prompt ended first) or "carried" (no search: an earlier
-    #: prompt's choice)
+    #: why the search ended: "converged", "budget" (iterations), "time" (seconds), "give_up", "loss_budget", "memory"
+    #: (settled by earlier requests), "done" (the prompt ended first) or "carried" (an earlier prompt's choice)
     stop: str = ""
     search_loss_s: float = 0.0  # the trials' time beyond plain decoding's for their tokens, plus agent time
 
@@ -228,7 +229,7 @@ class OnlineSearch:
         skip = carried is None and bool(s.loss_budget) and isinstance(reward, MeasuredSpeedup) \
             and self._last_paid is False and self._skips_left > 0 and self._space_s is not None \
             and self._space_s > s.loss_budget * plain_s
-        history = SearchHistory()
+        history, search_t0 = SearchHistory(), clock()  # budget_s counts from here: the space's building is search time
         self.built_space = False  # whether this request built a space and an agent (read by leap generate --json)
         if skip:
             stop = "loss_budget"
@@ -254,8 +255,8 @@ class OnlineSearch:
             self._space_s = overhead - first_use
         lost = 0.0  # the trials' loss (the space's cost is governed by the skip above)
         while carried is None and not skip and not session.done:
-            if iterations >= s.budget:
-                stop = "budget"
+            if iterations >= s.budget or (s.budget_s and clock() - search_t0 >= s.budget_s):
+                stop = "budget" if iterations >= s.budget else "time"  # iterations, or seconds (budget_s), spent
                 break
             if s.loss_budget and t_base > 0 and lost > s.loss_budget * plain_s and not self._paying(history):
                 stop = "loss_budget"  # losing cheaply: nothing paid, and the search has cost its share

@@ -177,3 +177,22 @@ def test_the_factory_adds_the_precision_action_when_asked(tiny_llama):
     low = agent_factory("leap", tiny_llama.num_layers, seed=0, low_bit=True)(trace).space
     assert not any(LayerAction.LOW in u.actions for u in plain.units)
     assert [LayerAction.LOW in u.actions for u in low.units] == [u.zone.value != "early" for u in low.units]
+
+
+def test_a_wall_clock_budget_ends_the_search_and_counts_the_space_it_built(tiny_qwen2):
+    """``budget_s`` (issue 34's equal wall-clock budget): the search ends once its seconds are spent, and they count
+    from before the space and the agent are built - an agent whose set-up is slow spends its budget there (red when
+    the clock starts after the set-up, or when the budget is ignored). The output stays plain decoding's."""
+    def slow_factory(trace):
+        time.sleep(0.3)
+        return _bad_factory(trace)
+
+    plain = SelfSpecDecoder(tiny_qwen2, None).generate(PROMPT, max_new_tokens=40).token_ids
+    settings = dict(budget=40, reward="cost", give_up=0, loss_budget=0)
+    slow = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), slow_factory, SearchSettings(**settings, budget_s=0.2))
+    out = slow.generate(PROMPT, max_new_tokens=40)
+    assert (out.stop, out.iterations) == ("time", 0) and out.generation.token_ids == plain
+    fast = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), _bad_factory, SearchSettings(**settings, budget_s=60.0))
+    assert fast.generate(PROMPT, max_new_tokens=40).iterations > 0
+    with pytest.raises(Exception, match="budget_s"):
+        SearchSettings(budget_s=-1.0)
