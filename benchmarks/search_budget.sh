@@ -24,4 +24,4 @@ for seed in ${SEEDS:-0 1}; do
   leap bench --methods "$methods" "${args[@]}" --num-prompts 1 --first-turn-only --max-new-tokens 128 \
       --temperature 0 --threads 2 --seed "$seed" --quiet --out "$out/seed$seed"
 done
-python benchmarks/search_budget_plot.py "$out"/seed* --out "$out/summary.md" --plot "$out/budget.png"
+python benchmarks/search_budget_plot.py "$out"/seed* --out "$out/summary.md" --plot "${PLOT:-$out/budget.png}"

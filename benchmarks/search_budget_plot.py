@@ -73,7 +73,7 @@ def main() -> None:
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set_xscale("log")
         ax.set_xlabel("search budget per request (s, whole: space and set-up included)")
-        ax.set_ylabel("speedup over fixed lowbit (mean per prompt and seed)")
+        ax.set_ylabel("speedup over fixed lowbit")
         ax.set_title("Agents on the drafter space at equal wall-clock budgets")
         ax.legend()
         fig.tight_layout()

@@ -4,7 +4,9 @@
 * ``LeapLayerSearchCost-v0`` - deterministic cost-model reward;
 * ``LeapDrafterSearch-v0`` / ``LeapDrafterSearchCost-v0`` - the same plus the drafter as one more
   action dimension (:mod:`leap.envs.drafter_search`); ``LeapLayerSearch-v1`` /
-  ``LeapLayerSearchCost-v1`` are the earlier names of these two, kept as aliases.
+  ``LeapLayerSearchCost-v1`` are the earlier names of these two, kept as aliases;
+* ``LeapBatchSpec-v0`` - how far to speculate in a batch of B requests (:mod:`leap.envs.batch_search`): the
+  action is each batched step's chain cap, the reward its goodput over plain batched decoding.
 
 ``gym.make("leap.envs:LeapLayerSearch-v0")`` imports this module, which registers the ids.
 
@@ -27,7 +29,7 @@ import gymnasium as gym
 __all__ = ["register_envs", "ENV_IDS"]
 
 ENV_IDS = ("LeapLayerSearch-v0", "LeapLayerSearchCost-v0", "LeapDrafterSearch-v0", "LeapDrafterSearchCost-v0",
-           "LeapLayerSearch-v1", "LeapLayerSearchCost-v1")
+           "LeapLayerSearch-v1", "LeapLayerSearchCost-v1", "LeapBatchSpec-v0")
 
 
 def register_envs() -> None:
@@ -41,6 +43,9 @@ def register_envs() -> None:
     if "LeapLayerSearchCost-v0" not in gym.registry:
         gym.register(id="LeapLayerSearchCost-v0", entry_point="leap.envs.layer_search:LeapLayerSearchEnv",
                      kwargs={"reward": "cost"})
+    if "LeapBatchSpec-v0" not in gym.registry:
+        gym.register(id="LeapBatchSpec-v0", entry_point="leap.envs.batch_search:LeapBatchSpecEnv",
+                     nondeterministic=True)
     for ids in (("LeapDrafterSearch-v0", "LeapDrafterSearchCost-v0"),  # the names that say what they are
                 ("LeapLayerSearch-v1", "LeapLayerSearchCost-v1")):  # earlier names, kept for users' code
         if ids[0] not in gym.registry:

@@ -177,6 +177,15 @@ def test_a_drafters_fingerprint_follows_its_defaults_and_its_parts(monkeypatch, 
     defaults[0] = 8  # num_tokens
     monkeypatch.setattr(LowBit.__init__, "__defaults__", tuple(defaults))
     assert LowBit.fingerprint(tiny_llama) != lowbit and Cascade.fingerprint(tiny_llama) != cascade
+    # drafters made of a model-free part: a default of suffix changes gated, select, hybrid and cascade
+    from leap.core.drafters import drafters
+    from leap.core.drafters.suffix import SuffixDrafter
+
+    wrappers = ("gated", "select", "hybrid", "cascade")
+    before = {n: drafters.get(n).fingerprint(tiny_llama) for n in wrappers}
+    monkeypatch.setattr(SuffixDrafter.__init__, "__defaults__",
+                        tuple(d + 1 if type(d) is int else d for d in SuffixDrafter.__init__.__defaults__))
+    assert all(drafters.get(n).fingerprint(tiny_llama) != before[n] for n in wrappers)
 
 
 def test_means_are_discounted_so_a_change_is_followed():

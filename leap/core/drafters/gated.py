@@ -23,6 +23,7 @@ Who calls what: the decoder calls :meth:`propose_tree` and :meth:`feedback` like
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,6 +61,16 @@ class Gated(Drafter):
         self.mean, self.drafts = self.stats.mean, self.stats.count  # views, for reports and tests
         self.skipped: dict[int, int] = {}  # bucket -> proposals withheld since the last draft
         self._bucket: int | None = None  # bucket of the draft now being verified
+
+    @classmethod
+    def fingerprint(cls, model: Any, inner: str | Drafter = "suffix", **kwargs: Any) -> str:
+        """Its own arguments' and its inner drafter's (a default of ``suffix`` changes what ``gated`` is)."""
+        own = super().fingerprint(model, inner=inner, **kwargs)
+        if not isinstance(inner, str):
+            return own
+        mine = set(inspect.signature(cls.__init__).parameters)
+        part = {k: v for k, v in kwargs.items() if k not in mine}
+        return f"{own}-{drafters.get(inner).fingerprint(model, **part)}"
 
     def bucket(self, proposed: int) -> int:
         return bucket_of(self.inner, proposed, self.max_bucket)

@@ -31,6 +31,7 @@ select`` and the drafter dimension of the search (``--drafters "select;..."``) u
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.drafters.base import Drafter, drafters, make_drafter
@@ -100,6 +101,19 @@ class Select(Drafter):
         self._chosen: Drafter | None = None
 
     # ------------------------------------------------------------------ counterfactual scoring
+    @classmethod
+    def fingerprint(cls, model: Any, candidates: str | Sequence[str | Drafter] = "suffix;prompt-lookup;token-recycling",
+                    **kwargs: Any) -> str:
+        """Its own arguments' and each named candidate's."""
+        own = super().fingerprint(model, candidates=candidates, **kwargs)
+        specs = [c for c in candidates.split(";") if c.strip()] if isinstance(candidates, str) else list(candidates)
+        parts = []
+        for spec in specs:
+            if isinstance(spec, str):
+                name, args = parse_spec(spec, separator="&", what="select candidate")
+                parts.append(drafters.get(name).fingerprint(model, **args))
+        return "-".join([own, *parts])
+
     def _score(self, tokens: Sequence[int], final: bool = False) -> None:
         """Score every open proposal whose outcome the committed ``tokens`` now determine."""
         still_open = []

@@ -94,7 +94,7 @@ def test_drafters_that_cannot_draft_in_a_batch_are_refused_with_the_reason(tiny_
 
 def _sample_rows(model, prompts, batches, monkeypatch=None, accept_all=False):
     """Two-token samples of each row over ``batches`` batch calls (row r of call c: seed 1000 c + r)."""
-    import leap.core.decoding.batch as batch_module
+    import leap.core.decoding.batch_session as batch_module  # where a batched step accepts
 
     if accept_all:  # the negative control: every draft token kept, then a sample from the target
         monkeypatch.setattr(batch_module, "speculative_accept",

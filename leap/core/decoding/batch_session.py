@@ -1,0 +1,176 @@
+"""One call of batched decoding, one step at a time (issue 37): what :meth:`BatchDecoder.generate` loops over, and what
+``LeapBatchSpec-v0`` (:mod:`leap.envs.batch_search`) hands to an agent, which picks each step's chain cap.
+
+A :class:`BatchSession` holds the batch's state between steps (the layout and the lossless argument are in
+:mod:`leap.core.decoding.batch`): the prompts are prefilled and the rows' drafters joined when it is made; each
+:meth:`BatchSession.step` drafts every active row's chain up to the cap it is given (0: no draft, a plain batched
+step), verifies all rows in one forward, accepts, commits and rolls back per row, and drops the rows that finished.
+Every step runs under ``torch.inference_mode`` (the cache is made there).
+
+Who calls what: :meth:`leap.core.decoding.batch.BatchDecoder.start` makes one; :meth:`BatchDecoder.generate` and
+:class:`leap.envs.batch_search.LeapBatchSpecEnv` call :meth:`step` until :attr:`done`, then :meth:`outcome`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from leap.core.decoding.batch_state import BatchOutcome, BatchRow, BatchState
+from leap.core.decoding.step_draft import StepDraft, commit_cut
+from leap.core.errors import ContextLengthError, SettingsError
+from leap.core.verify.sampling import SamplingSettings, greedy_accept, speculative_accept, target_probs
+
+__all__ = ["BatchSession"]
+
+
+class BatchSession:
+    """B prompts decoded together, one step per :meth:`step` (see the module docstring); ``decoder`` is the
+    :class:`~leap.core.decoding.batch.BatchDecoder` that made it (its model, stack, drafters and packing settings)."""
+
+    def __init__(self, decoder: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128,
+                 temperature: float = 0.0, top_p: float = 1.0, seed: int = 0) -> None:
+        prompts = [[int(t) for t in p] for p in prompts]
+        model = decoder.model
+        if not prompts or any(not p for p in prompts):
+            raise SettingsError("every prompt of a batch needs at least one token")
+        if int(max_new_tokens) < 1:
+            raise SettingsError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        longest = max(len(p) for p in prompts)
+        if longest + max_new_tokens > model.max_context:
+            raise ContextLengthError(f"a prompt of {longest} tokens and {max_new_tokens} new tokens exceed "
+                                     f"{model.name}'s {model.max_context}; shorten it or lower --max-new-tokens")
+        self.decoder, self.model, self.stack = decoder, model, decoder.stack
+        self.max_new_tokens = int(max_new_tokens)
+        self.settings = SamplingSettings(temperature, top_p)
+        self.eos = model.eos_token_ids
+        self.t0 = time.perf_counter()
+        self.batch_size = len(prompts)
+        self.rows = [BatchRow() for _ in prompts]
+        self.tokens = [list(p) for p in prompts]
+        self.generators = []
+        for r in range(self.batch_size):
+            g = torch.Generator(device=model.device)
+            g.manual_seed(int(seed) + r)
+            self.generators.append(g)
+        self.state = BatchState(self.stack, self.batch_size, longest + max_new_tokens)
+        with torch.inference_mode():
+            caches = self.state.prefill(prompts)  # every prompt but its last token (pending)
+            self.drafters = decoder._drafters(prompts, self.settings, caches)
+        self.prefill_s = time.perf_counter() - self.t0
+        self.active = list(range(self.batch_size))  # request index of each batch row still decoding
+        self.caps: list[int] = []  # the cap of every step taken
+
+    @property
+    def done(self) -> bool:
+        return not self.active
+
+    def _draft(self, cap: int) -> list[StepDraft]:
+        """Every active row's chain, at most ``cap`` tokens and the row's room left."""
+        model, settings, rows, tokens = self.model, self.settings, self.rows, self.tokens
+        drafts = [StepDraft(t_start=None) for _ in self.active]
+        rooms = [min(cap, self.max_new_tokens - len(rows[r].token_ids) - 1) for r in self.active]
+        drafters = self.drafters
+        if drafters is not None and settings.greedy:  # every row's chain, together where the drafter can
+            chains = type(drafters[0]).propose_rows([drafters[r] for r in self.active],
+                                                    [tokens[r] for r in self.active], [max(room, 0) for room in rooms])
+            for draft, chain, room in zip(drafts, chains, rooms):
+                draft.take_free(chain[:max(room, 0)], None, self.eos)
+        elif drafters is not None:
+            for draft, r, room in zip(drafts, self.active, rooms):
+                d = drafters[r]
+                if room <= 0:
+                    continue
+                if d.samples_drafts:
+                    drawn = d.propose_sampled(tokens[r], room, self.generators[r])[:room]
+                    draft.take_free([t for t, _ in drawn], [q for _, q in drawn], self.eos,
+                                    (model.vocab_size, model.device))
+                else:
+                    draft.take_free(d.propose(tokens[r], room)[:room], None, self.eos, (model.vocab_size, model.device))
+        return drafts
+
+    def step(self, cap: int) -> tuple[int, float]:
+        """One verification step with every row's chain capped at ``cap`` draft tokens (0: plain); the tokens it
+        committed over all rows and its wall time, drafting included (a cap policy's reward: goodput)."""
+        if self.done:
+            raise RuntimeError("the batch has finished; start another")
+        cap = int(cap)
+        if cap < 0:
+            raise SettingsError(f"a chain cap is a number of draft tokens >= 0, got {cap}")
+        t_step = time.perf_counter()
+        with torch.inference_mode():
+            committed = self._step(cap)
+        self.caps.append(cap)
+        return committed, time.perf_counter() - t_step
+
+    def _step(self, cap: int) -> int:
+        model, stack, state, settings = self.model, self.stack, self.state, self.settings
+        rows, tokens, active, drafters = self.rows, self.tokens, self.active, self.drafters
+        drafts = self._draft(cap)
+        q = 1 + max(len(d.tokens) for d in drafts)
+        ids = torch.zeros(len(active), q, dtype=torch.long)
+        pos = torch.zeros(len(active), q, dtype=torch.long)
+        real = torch.zeros(len(active), q, dtype=torch.bool)
+        for i, (r, draft) in enumerate(zip(active, drafts)):
+            n = 1 + len(draft.tokens)
+            base = len(tokens[r]) - 1
+            ids[i, :n] = torch.tensor([tokens[r][-1], *draft.tokens])
+            pos[i] = torch.arange(base, base + q)
+            real[i, :n] = True
+        start = state.slots
+        dev = model.device
+        hidden = state.forward(ids.to(dev), pos.to(dev), real.to(dev))
+        logits = stack.model.lm_head(stack.model.norm(hidden)).float()  # [B, q, V]
+        kept, still, committed = [], [], 0
+        for i, (r, draft) in enumerate(zip(active, drafts)):
+            k = len(draft.tokens)
+            row_logits = logits[i, : k + 1]
+            if settings.greedy:
+                accepted, nxt = greedy_accept(draft.tokens, row_logits)
+            else:
+                q_rows = torch.stack(draft.q_rows) if draft.q_rows else row_logits[:0]
+                accepted, nxt = speculative_accept(draft.tokens, q_rows, target_probs(row_logits, settings),
+                                                   self.generators[r])
+            before = len(rows[r].token_ids)
+            pending = tokens[r][-1]
+            self._commit(rows[r], tokens[r], [*draft.tokens[:accepted], nxt])
+            got = len(rows[r].token_ids) - before
+            committed += got
+            rows[r].steps += 1
+            rows[r].accepted_lengths.append(got)
+            kept.append(1 + accepted)
+            d = drafters[r] if drafters is not None else None
+            if d is not None:
+                if d.needs_logits:
+                    d.observe([pending, *draft.tokens[:accepted]], row_logits[: accepted + 1])
+                if k:
+                    d.feedback(k, accepted)
+            if rows[r].stop_reason:
+                rows[r].latency_s = time.perf_counter() - self.t0
+                if d is not None:
+                    d.finish(tokens[r])
+            else:
+                still.append(i)
+        state.keep(start, kept)
+        if len(still) < len(active):
+            if still:
+                state.select(still)
+            self.active = [active[i] for i in still]
+        decoder = self.decoder
+        if state.holes > max(decoder.compact_min, decoder.compact_share * state.slots):  # holes cost; packing copies
+            state.compact()
+        return committed
+
+    def _commit(self, row, tokens: list[int], new: list[int]) -> None:
+        """Append ``new`` up to EOS and within the budget (:func:`commit_cut`: a single request's rule, per row)."""
+        kept, reason = commit_cut(new, self.eos, self.max_new_tokens - len(row.token_ids))
+        row.token_ids.extend(kept)
+        tokens.extend(kept)
+        row.stop_reason = row.stop_reason or reason
+
+    def outcome(self) -> BatchOutcome:
+        total = time.perf_counter() - self.t0
+        return BatchOutcome(self.rows, len(self.caps), self.prefill_s, total - self.prefill_s, list(self.caps))
