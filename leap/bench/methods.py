@@ -163,7 +163,7 @@ class SearchMethod(BenchMethod):
                  metric_args: dict[str, dict[str, Any]] | None = None, low_bit: bool = False, low_bits: int = 8,
                  seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
                  memory_horizon: int = 8, memory_recheck: int = 16, budget_s: float = 0.0,
-                 give_up: int | None = None, **agent_kwargs: Any) -> None:
+                 give_up: int | None = None, favourite_first: bool = False, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory, memory_for
         from leap.search.runner import OnlineSearch, SearchSettings
@@ -194,7 +194,7 @@ class SearchMethod(BenchMethod):
                                 low_bit=low_bit, memory=self.memory, drafter_settings=bool(drafter_settings))
         settings = SearchSettings(budget=options.budget if budget is None else int(budget), reward=options.reward, min_speedup=options.min_speedup,
                                   give_up=options.give_up if give_up is None else int(give_up),
-                                  budget_s=float(budget_s),
+                                  budget_s=float(budget_s), favourite_first=bool(favourite_first),
                                   loss_budget=options.loss_budget if loss_budget is None else float(loss_budget),
                                   steps_per_trial=steps_per_trial or options.steps_per_trial,
                                   carry_over=int(carry_over),

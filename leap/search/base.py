@@ -76,6 +76,9 @@ class SearchAgent:
     #: whether its proposals depend on its seed (the contract tests check that different seeds differ, so a seed
     #: argument that does nothing - issue 33's optuna-qmc - is caught); False for deterministic rules
     seeded = True
+    #: whether a trial the runner chose itself may be recorded (``tell`` with a configuration it did not ask for):
+    #: ``SearchSettings.favourite_first`` runs the memory's favourite as a request's first trial only for such agents
+    accepts_foreign_trials = False
 
     @classmethod
     def space_for(cls, trace: Any, num_layers: int, *, zones: bool = True, groups: bool = True,

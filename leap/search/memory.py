@@ -180,6 +180,12 @@ class SearchMemory:
         seen = [e["mean"] for e in self.stats.values() if self._counts(e)]
         return max(seen) if seen else None
 
+    def favourite(self, options: Sequence[Any]) -> Any | None:
+        """The option of ``options`` (with a ``label``) whose :meth:`expected` is highest, or None where none counts:
+        what ``SearchSettings.favourite_first`` runs as a request's first trial."""
+        known = [(self.expected(o.label), i, o) for i, o in enumerate(options) if self.expected(o.label) is not None]
+        return max(known, key=lambda t: (t[0], -t[1]))[2] if known else None
+
     def forget_changed(self, fingerprints: dict[str, str]) -> None:
         """Forget each remembered option whose drafter's fingerprint is not today's (``fingerprints``: label ->
         :meth:`~leap.core.drafters.base.Drafter.fingerprint`), said once on stderr; what is learnt next is stamped

@@ -13,21 +13,14 @@
    not pay, leap falls back. If no trial at all reaches ``min_speedup`` within ``give_up`` iterations
    (default 10), the search stops early and falls back.
 
-**Losing cheaply** (``loss_budget``, default 0.03): the trials' measured *loss* - each trial's time beyond
-what plain decoding would have spent on its tokens (``time - committed * t_base``), plus the agent's time -
-may reach at most ``loss_budget`` of the request's plain-decoding time (prefill + ``max_new_tokens`` plain
-steps, ``t_base`` measured first) while no configuration's mean reward has reached ``min_speedup`` (with
-the cost-model reward: the trials' modelled costs, no clock, so the search stays deterministic); then the
-search stops and plain decoding finishes. The space's own cost (LEAP's Stage I pushes every layer's
-output at 8 positions through the LM head) is the other part: the runner remembers what building the
-space and agent cost on the last prompt where it built them (measured on this machine; drafters' one-time
-loading on their first use left out, since it does not recur) and whether that search found anything
-paying; when it found nothing and the space alone costs more than this request may lose, the request is
-decoded plainly without building it - for 1, then 2, 4, ... requests after 1, 2, 3, ... fruitless
-searches in a row, then the search is tried again (a search that pays resets the count), so one fruitless
-search (a short warm-up, a prompt unlike the rest) never turns the search off for good. So on prompts
-where nothing pays LEAP costs about ``loss_budget`` over plain decoding, at 64 new tokens as at 512, on
-average over the requests after the first such prompt.
+**Losing cheaply** (``loss_budget``, default 0.03): the trials' measured loss (each trial's time beyond
+``committed * t_base``, plus the agent's time; with the cost-model reward the modelled costs, so it stays
+deterministic) may reach at most ``loss_budget`` of the request's plain time (prefill + ``max_new_tokens`` plain
+steps) while no configuration's mean reward has reached ``min_speedup``; then plain decoding finishes. The space's
+own cost (LEAP's Stage I) is the other part: when the last search found nothing paying and building the space (as
+measured on the last prompt that built it, drafters' one-time loading left out) costs more than this request may
+lose, the request is decoded plainly without it - for 1, 2, 4, ... requests after 1, 2, 3, ... fruitless searches in
+a row, then the search is tried again. So where nothing pays LEAP costs about ``loss_budget`` over plain decoding.
 ``SearchOutcome.stop`` says why the search ended.
 
 **Settled by the memory** (with a :class:`~leap.search.memory.SearchMemory`): once a drafter option's mean
@@ -37,17 +30,14 @@ earlier requests (an option neither tried nor remembered blocks this) - no other
 win, so the search stops (``stop = "memory"``) and the rest of the request runs the best. The
 memory's prior thus screens trials within the request too, not only the space between requests: on the
 default model, where one option wins nearly everywhere, a request that confirms it in its first trial stops
-there instead of paying a trial of every option the pruning left in.
+there instead of paying a trial of every option the pruning left in. ``favourite_first`` (off by default) runs the
+memory's favourite first and settles once nothing is remembered above the leader's trials.
 
-Search overhead (time in ``ask``/``tell`` and in the agent's probe evaluations, outside the decoding steps) is
-reported separately. Greedy output stays token-identical to plain decoding throughout: the decoder is lossless for
-every configuration, whichever the agent picks.
+Search overhead (``ask``/``tell``, the agent's probes) is reported separately. Greedy output stays plain decoding's.
 
 With a drafter dimension (:class:`~leap.search.drafter_space.JointSpace`) the agent proposes
-:class:`~leap.search.drafter_space.DraftChoice` values (a drafter option and, for drafters that use layers, a
-configuration); the runner keeps one drafter instance per option across prompts (so Token Recycling's matrix and the
-suffix drafter's earlier outputs carry over) and attaches all of them to each session, so every one of them learns
-from every verification.
+:class:`~leap.search.drafter_space.DraftChoice` values; the runner keeps one drafter per option across prompts and
+attaches all of them to each session, so every one of them learns from every verification.
 
 Who calls what: ``leap generate --method NAME`` and the benchmarks build an :class:`OnlineSearch`
 with :func:`build_space` and :func:`leap.search.base.make_agent`.
@@ -96,7 +86,9 @@ class SearchSettings:
     ``carry_over`` count (a choice that holds up is not searched again every few requests); ``loss_budget``: the
     most the search may lose, as a fraction of the request's plain-decoding time, before some configuration pays
     (module docstring; 0 = no limit); ``budget_s``: the most seconds a request's search may take, set-up included (0 =
-    no limit; ``stop`` = "time"): an equal wall-clock budget for agents whose asks cost differently (issue 34)."""
+    no limit; ``stop`` = "time"): an equal wall-clock budget for agents whose asks cost differently (issue 34);
+    ``favourite_first``: the memory's favourite option is a request's first trial; settle once none is remembered above
+    the leader (module docstring)."""
 
     budget: int = 40
     base_steps: int = 2
@@ -108,6 +100,7 @@ class SearchSettings:
     carry_renew: bool = False
     loss_budget: float = 0.03
     budget_s: float = 0.0
+    favourite_first: bool = False
 
     def __post_init__(self) -> None:
         if self.budget < 0 or self.base_steps < 0 or self.give_up < 0 or self.steps_per_trial < 1 \
@@ -262,7 +255,8 @@ class OnlineSearch:
                 stop = "loss_budget"  # losing cheaply: nothing paid, and the search has cost its share
                 break
             t0 = clock()
-            config = self.agent.ask(history)
+            config = self._favourite() if s.favourite_first and not len(history) else None
+            config = config if config is not None else self.agent.ask(history)
             spent = clock() - t0
             steps = self._trial(session, config)
             r = reward.trial(steps)
@@ -336,9 +330,15 @@ class OnlineSearch:
                 continue
             # what speaks for the option: its trials here, else what earlier requests measured
             evidence = means.get(option.label, self.memory.expected(option.label))
-            if evidence is None or evidence >= self.memory.keep * best:
+            if evidence is None or evidence >= (1.0 if self.settings.favourite_first else self.memory.keep) * best:
                 return False
         return True
+
+    def _favourite(self) -> DraftChoice | None:
+        """``favourite_first``: the memory's favourite option without layers, for agents that accept foreign trials."""
+        ok = self.memory is not None and self.agent.accepts_foreign_trials
+        option = self.memory.favourite([o for o in self.agent.space.options if not o.uses_layers]) if ok else None
+        return None if option is None else DraftChoice(option, None)
 
     def _paying(self, history: SearchHistory) -> bool:
         """Whether some configuration's mean reward so far reaches ``min_speedup`` (one the fix would keep)."""

@@ -256,3 +256,37 @@ def test_the_shipped_prior_is_stamped_with_todays_drafters():
     model = load_model("smollm2", device=data["device_type"], dtype=data["dtype"])
     today = option_fingerprints([parse_option(label) for label in data["options"]], model)
     assert {label: e.get("fingerprint") for label, e in data["options"].items()} == today
+
+
+@pytest.mark.parametrize("agent", ["mcts", "random"])
+def test_favourite_first_tries_the_memorys_favourite_first_and_settles_when_nothing_is_remembered_above_it(
+        tiny_llama, agent):
+    """``favourite_first``: the first trial is the best-remembered option whatever the agent would draw (red when the
+    runner asks the agent), and the search settles once no option is remembered above the leader's trial: with the
+    others remembered at 0.9 of what the favourite's trial measures (cost-model reward: deterministic), it settles
+    after one trial, where the default rule (every other option below ``keep`` = 0.85 times the leader) searches on
+    (red when the rule is not switched). Off (the default), the first trial is the agent's own draw."""
+    prompt = [5, 9, 14, 20, 7, 11, 5, 9, 14, 20, 7, 11, 5, 9, 14]
+    options = ["prompt-lookup", "suffix", "stand", "token-recycling"]
+
+    def run(first: bool, seed: int, others: float, favourite: float = 1e3):
+        memory = SearchMemory(None, min_requests=1)
+        memory.stats = {o: {"requests": 3, "mean": others} for o in options}
+        memory.stats["suffix"]["mean"] = favourite  # the memory's favourite
+        factory = agent_factory(agent, tiny_llama.num_layers, seed=seed, drafters=options, memory=memory)
+        runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory,
+                              SearchSettings(budget=6, steps_per_trial=2, loss_budget=0.0, min_speedup=0.0,
+                                             reward="cost", favourite_first=first), memory=memory)
+        return runner.generate(prompt, max_new_tokens=40)
+
+    plain = SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=40).token_ids
+    r = run(True, 0, 1e-3).trials[0]["reward"]  # what a trial of suffix measures here (the others pruned)
+    assert r > 0
+    for seed in range(3):  # the others kept by the pruning (0.9 r >= 0.85 r), remembered below the favourite
+        out = run(True, seed, 0.9 * r, favourite=r)
+        assert out.trials[0]["config"] == "suffix" and out.generation.token_ids == plain
+        assert (out.stop, out.iterations) == ("memory", 1)
+        default = run(False, seed, 0.9 * r, favourite=r)
+        assert default.stop != "memory" or default.iterations > 1
+    draws = {run(False, seed, 0.9 * r, favourite=r).trials[0]["config"] for seed in range(6)}
+    assert draws != {"suffix"}  # off: the agent's own first draws

@@ -171,6 +171,7 @@ class MCTSAgent(SearchAgent):
     """LEAP's zone-aware MCTS over decision units, rewarded by real draft/verify steps."""
 
     name = "mcts"
+    accepts_foreign_trials = True  # tell() backs up only what ask() expanded; history keeps the rest (best())
 
     def __init__(self, space: SearchSpace, *, seed: int | None = None, settings: MCTSSettings | None = None,
                  **kwargs: Any) -> None:

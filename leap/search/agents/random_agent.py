@@ -14,6 +14,7 @@ class RandomAgent(SearchAgent):
     """Uniformly random valid configurations from the space."""
 
     name = "random"
+    accepts_foreign_trials = True  # stateless: nothing to tell
 
     def ask(self, history: SearchHistory) -> LayerConfig | None:
         return self.space.sample_config(self.rng)
