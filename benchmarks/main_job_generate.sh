@@ -13,7 +13,7 @@ for sub in "$HOME"/.cache/leap/*; do  # all but the search memory (and setup.sh'
   case "$(basename "$sub")" in search_memory|wheels) ;; *) cp -r "$sub" "$cache/" ;; esac
 done
 prompt="Explain speculative decoding in two sentences."
-LEAP_CACHE="$cache" leap generate "$prompt" --compare --json > "$out/search.json"
+LEAP_CACHE="$cache" leap generate "$prompt" --compare --json ${SEARCH_ARGS:-} > "$out/search.json"  # e.g. --favourite-first
 LEAP_CACHE="$cache" leap generate "$prompt" --drafter lowbit --compare --json > "$out/lowbit.json"
 python - "$out" <<'PY'
 import json, sys

@@ -275,7 +275,8 @@ def _leap_drafters(model: LeapModel, options: BenchOptions, drafters: Sequence[s
                    agent: str = "leap", **agent_kwargs: Any) -> BenchMethod:
     """LEAP searching over drafters: MCTS on the joint (drafter option, layer configuration) space,
     4 real steps per trial, a choice that paid reused for up to 4 following prompts, and 4 more each time it holds up
-    (carry_renew=0: searched again every fifth prompt); agent=NAME runs another registered agent on the same space"""
+    (carry_renew=0: searched again every fifth prompt); favourite_first=true tries the memory's favourite first;
+    agent=NAME runs another registered agent on the same space"""
     from leap.search.drafter_space import DEFAULT_DRAFTERS
 
     agent_kwargs.setdefault("steps_per_trial", 4)

@@ -152,7 +152,9 @@ def run(args: argparse.Namespace) -> int:
                                                                min_speedup=args.min_speedup, give_up=args.give_up,
                                                                steps_per_trial=args.steps_per_trial,
                                                                carry_over=args.carry_over,
-                                                               loss_budget=args.loss_budget), memory=memory)
+                                                               loss_budget=args.loss_budget,
+                                                               favourite_first=args.favourite_first),
+                              memory=memory)
         searched = runner.generate(args.prompt, **settings)
         record = searched.to_dict()
         record["search_space"] = _space_record(runner, args)
