@@ -45,10 +45,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from leap.core.runtime.notices import say_once
 
 __all__ = ["SearchMemory", "memory_for", "shipped_prior", "PRIOR_DIR"]
 
@@ -183,8 +184,8 @@ class SearchMemory:
     def favourite(self, options: Sequence[Any]) -> Any | None:
         """The option of ``options`` (with a ``label``) whose :meth:`expected` is highest, or None where none counts:
         what ``SearchSettings.favourite_first`` runs as a request's first trial."""
-        known = [(self.expected(o.label), i, o) for i, o in enumerate(options) if self.expected(o.label) is not None]
-        return max(known, key=lambda t: (t[0], -t[1]))[2] if known else None
+        known = [(mean, -i, o) for i, o in enumerate(options) if (mean := self.expected(o.label)) is not None]
+        return max(known, key=lambda t: t[:2])[2] if known else None
 
     def forget_changed(self, fingerprints: dict[str, str]) -> None:
         """Forget each remembered option whose drafter's fingerprint is not today's (``fingerprints``: label ->
@@ -223,9 +224,7 @@ _SAID: set[str] = set()
 
 def _say(text: str) -> None:
     """Once per process, on stderr: a memory that is dropped or forgets is never silent."""
-    if text not in _SAID:
-        _SAID.add(text)
-        print(text, file=sys.stderr, flush=True)
+    say_once(text, _SAID)
 
 
 #: where the shipped priors live (package data; benchmarks/search_prior.sh writes them)

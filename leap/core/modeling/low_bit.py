@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from leap.core.modeling.hf_interface import cache_keyword, dynamic_cache, output
 from leap.core.modeling.llama_cpp.handoff import hand_off
 from leap.core.modeling.llama_cpp.library import QUANTS, _silence, model_params, requantized
 from leap.core.runtime.host_reads import on_host
+from leap.core.runtime.notices import say_once
 
 __all__ = ["LowBitRunner", "LlamaCppRunner", "TorchInt8Runner", "make_runner", "make_row_runners", "gguf_of", "requantized", "RUNNERS",
            "QUANTS"]
@@ -373,9 +373,7 @@ _SAID: set[str] = set()
 
 def _say_once(text: str) -> None:
     """A fallback the user must hear about (stderr, once per process): a slower runner is never silent."""
-    if text not in _SAID:
-        _SAID.add(text)
-        print(text, file=sys.stderr, flush=True)
+    say_once(text, _SAID)
 
 
 #: llama.cpp model handles by GGUF file: the weights are loaded once per process and shared, while every
