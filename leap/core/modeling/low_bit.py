@@ -34,6 +34,7 @@ import torch
 from leap.core.errors import SettingsError
 from leap.core.modeling.hf_interface import cache_keyword, dynamic_cache, output_cache
 from leap.core.modeling.llama_cpp.handoff import hand_off
+from leap.core.modeling.llama_cpp import contexts
 from leap.core.modeling.llama_cpp.library import QUANTS, _silence, model_params, requantized
 from leap.core.runtime.host_reads import on_host
 from leap.core.runtime.notices import say_once
@@ -198,12 +199,16 @@ class LlamaCppRunner(LowBitRunner):
         threads = threads or torch.get_num_threads() or os.cpu_count() or 1
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
-        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
-        if not self._ctx:
-            raise SettingsError(f"llama.cpp could not create a context for {path}")
+        self._key = (key, n_ctx, seqs, cparams.n_ubatch, threads)  # the settings a reused context must share
+        reused = contexts.take(llama_cpp, self._key)  # a dropped runner's context, emptied (contexts.py)
+        if reused is None:
+            ctx = llama_cpp.llama_init_from_model(self._model, cparams)
+            if not ctx:
+                raise SettingsError(f"llama.cpp could not create a context for {path}")
+            reused = ctx, llama_cpp.llama_batch_init(n_ctx * seqs, 0, 1)
+        self._ctx, self._batch = reused
         self._vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(self._model))
         self._mem = llama_cpp.llama_get_memory(self._ctx)
-        self._batch = llama_cpp.llama_batch_init(n_ctx * seqs, 0, 1)
         self.n_ctx = n_ctx
         self._batch_tokens = n_ctx * seqs  # the most tokens one pass takes
         self.seq = 0  # this runner's sequence in the context
@@ -287,8 +292,7 @@ class LlamaCppRunner(LowBitRunner):
         if "_batch" not in state or state.get("_owner") is not None:  # nothing to free, or a row of another
             return  # runner's context (that runner frees it)
         try:
-            self._lib.llama_batch_free(self._batch)
-            self._lib.llama_free(self._ctx)  # the model stays loaded for the process (_MODELS)
+            contexts.give(self._lib, self._key, self._ctx, self._batch)  # kept for the next runner, or freed
         except Exception:  # noqa: BLE001
             pass
 
@@ -377,7 +381,8 @@ def _say_once(text: str) -> None:
 
 
 #: llama.cpp model handles by GGUF file: the weights are loaded once per process and shared, while every
-#: runner (one per drafter) has a context - a KV cache - of its own, so no drafter (no bench method) ever
+#: runner (one per drafter) has a context - a KV cache - of its own (a dropped runner's is emptied and handed to the
+#: next one: llama_cpp/contexts.py), so no drafter (no bench method) ever
 #: starts from another's cached prompt: a shared cache would hand the second method of a prompt a free
 #: prefill of it.
 _MODELS: dict[str, Any] = {}
