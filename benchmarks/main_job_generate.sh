@@ -20,6 +20,6 @@ import json, sys
 for name in ("search", "lowbit"):
     r = json.load(open(f"{sys.argv[1]}/{name}.json"))
     print(f"{name}: {r['speedup']:.2f}x ({r['speedup_low']:.2f}-{r['speedup_high']:.2f}) identical={r['identical_to_plain']} "
-          f"new_tokens={len(r.get('token_ids', []))} config={r.get('fixed_config') or r.get('config')} commit={r.get('commit')}")
+          f"new_tokens={len(r.get('token_ids', []))} config={r.get('fixed_config') or r.get('config')} commit={r.get('provenance', {}).get('commit')}")
 PY
 rm -rf "$cache"
