@@ -29,7 +29,9 @@ Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VA
 Batches (``leap bench --batch-size B``, issue 37): :meth:`BenchMethod.run_batch` decodes B prompts together;
 ``ar`` and the drafters without layers can (:class:`leap.core.decoding.batch.BatchDecoder`), with
 ``batch_cap=N|auto`` the draft tokens per row and step (auto: a bandit over caps, 0 included, rewarded by the
-batch's measured goodput); every other method refuses, and the harness records that as a failure.
+batch's measured goodput); ``leap-drafters`` runs the drafter search at batch level (its batchable options held by
+every row, a goodput bandit over (drafter, cap) arms, :meth:`SearchMethod.run_batch`); every other method refuses,
+and the harness records that as a failure.
 """
 
 from __future__ import annotations
@@ -109,13 +111,16 @@ class BenchMethod:
                             f"built for ar and the drafters without layers (leap.core.decoding.batch)")
 
 
-def batch_result(out: Any) -> MethodResult:
-    """A :class:`leap.core.decoding.batch.BatchOutcome` as one record's result."""
+def batch_result(out: Any, labels: Sequence[str] = ()) -> MethodResult:
+    """A :class:`leap.core.decoding.batch.BatchOutcome` as one record's result; ``labels`` name the decoder's
+    drafters where it holds several (``batch_drafters``: the one each step drafted with)."""
     rows = out.rows
+    extra = {"row_token_ids": [r.token_ids for r in rows], "row_new_tokens": [len(r.token_ids) for r in rows],
+             "row_latency_s": [r.latency_s for r in rows], "batch_caps": out.caps}
+    if len(labels) > 1:
+        extra["batch_drafters"] = [labels[i] for i in out.drafters]
     return MethodResult([t for r in rows for t in r.token_ids], out.steps, [n for r in rows for n in r.accepted_lengths],
-                        None, {"row_token_ids": [r.token_ids for r in rows], "row_new_tokens": [len(r.token_ids) for r in rows],
-                               "row_latency_s": [r.latency_s for r in rows], "batch_caps": out.caps},
-                        {"prefill_s": out.prefill_time_s, "decode_s": out.decode_time_s})
+                        None, extra, {"prefill_s": out.prefill_time_s, "decode_s": out.decode_time_s})
 
 
 BenchFactory = Callable[..., BenchMethod]  # (model, options, **method_args) -> BenchMethod
@@ -163,7 +168,8 @@ class SearchMethod(BenchMethod):
                  metric_args: dict[str, dict[str, Any]] | None = None, low_bit: bool = False, low_bits: int = 8,
                  seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
                  memory_horizon: int = 8, memory_recheck: int = 16, budget_s: float = 0.0,
-                 give_up: int | None = None, favourite_first: bool = False, **agent_kwargs: Any) -> None:
+                 give_up: int | None = None, favourite_first: bool = False,
+                 batch_caps: Sequence[int] | str = (0, 4, 16), **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory, memory_for
         from leap.search.runner import OnlineSearch, SearchSettings
@@ -171,6 +177,8 @@ class SearchMethod(BenchMethod):
         self.name = name
         if isinstance(drafters, str):
             drafters = [d for d in drafters.split(";") if d]
+        self._model, self._options, self._batch, self._batch_labels = model, drafters, None, []  # run_batch's
+        self._batch_caps = tuple(int(c) for c in (batch_caps.split(";") if isinstance(batch_caps, str) else batch_caps))
         if memory not in ("fresh", "prior", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start of the run, kept across its "
                                 f"prompts), prior (the same, started from the prior leap ships for the model: "
@@ -202,6 +210,23 @@ class SearchMethod(BenchMethod):
         self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify,
                                                    low_bits=int(low_bits)),
                                    factory, settings, memory=self.memory)
+
+    def run_batch(self, batch, *, max_new_tokens, temperature, seed):
+        """The drafter search at batch level (issue 37): the batchable options (one per drafter,
+        :func:`~leap.search.drafter_space.batch_options`) held by every row, and a goodput bandit over (drafter,
+        chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default 0, 4 and
+        16; ``--method-arg leap-drafters:batch_caps='0;8'``) are the caps. Layer options do not batch yet."""
+        if self._batch is None:
+            from leap.search.drafter_space import batch_options
+
+            options = batch_options(self._options or (), self._model)
+            if not options:
+                return super().run_batch(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+            self._batch = BatchDecoder(self._model, [(o.name, o.kwargs) for o in options], num_tokens="auto",
+                                       caps=self._batch_caps)
+            self._batch_labels = [o.label for o in options]
+        out = self._batch.generate(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+        return batch_result(out, self._batch_labels)
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
         res = self.runner.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)

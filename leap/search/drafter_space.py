@@ -41,7 +41,7 @@ from leap.core.options import parse_spec
 from leap.redundancy.space import SearchSpace
 
 __all__ = ["DrafterOption", "DraftChoice", "JointSpace", "with_drafters", "parse_option", "DEFAULT_DRAFTERS",
-           "usable_options", "expand_settings"]
+           "usable_options", "expand_settings", "batch_options"]
 
 # lowbit, cascade: the low-bit self-draft (issue 22); eagle: the model's trained head on its top layer, exit-head:
 # a trained exit on layer L // 3 under the layer configuration below it (issue 19); both left out
@@ -304,6 +304,21 @@ def usable_options(options: Sequence[str | DrafterOption], model) -> tuple[Draft
         raise SettingsError(f"none of the drafter options {[parse_option(o).label for o in options]} can draft "
                             f"for {getattr(model, 'name', 'this model')}")
     return tuple(kept)
+
+
+def batch_options(options: Sequence[str | DrafterOption], model) -> tuple[DrafterOption, ...]:
+    """The options a batch can draft with (issue 37: the drafter search at batch level), one per drafter: those whose
+    drafter batches (:func:`leap.core.decoding.batch.batch_refusal`) and can draft for ``model``, the first option of
+    each drafter kept (a batch's chain length is the bandit's cap, not the option's setting). Empty if none."""
+    from leap.core.decoding.batch import batch_refusal
+    from leap.core.drafters import drafters
+
+    kept: dict[str, DrafterOption] = {}
+    for option in (parse_option(o) for o in options):
+        cls = drafters.get(option.name)
+        if option.name not in kept and batch_refusal(cls) is None and cls.unavailable(model, **option.kwargs) is None:
+            kept[option.name] = option
+    return tuple(kept.values())
 
 
 def option_count(space: SearchSpace) -> int:

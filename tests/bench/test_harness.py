@@ -221,6 +221,21 @@ def test_batches_decode_first_turns_together_one_record_a_batch_each_row_as_alon
         settings(batch_size=0)
 
 
+def test_the_drafter_search_runs_a_batch_with_its_batchable_options_and_records_what_each_step_drafted_with(
+        tiny_llama, tmp_path):
+    """leap-drafters under --batch-size (issue 37): the options that batch (layer-skip does not), held by every row,
+    a goodput bandit over (drafter, cap) arms; every row still its prompt decoded alone."""
+    Bench(tiny_llama, BATCH_ROWS, settings(methods=["leap-drafters"], batch_size=2, method_args={
+        "leap-drafters": {"drafters": "layer-skip;suffix;prompt-lookup:num_tokens=3;suffix:num_tokens=4"}}),
+        tmp_path, progress=False).run()
+    ok = [r for r in answers(tmp_path) if r["status"] == "ok"]
+    search = [r for r in ok if r["method"] == "leap-drafters"]
+    assert len(search) == 3 and all(r["lossless"] for r in search)
+    used = {label for r in search for label in r["batch_drafters"]}
+    assert used == {"suffix", "prompt-lookup:num_tokens=3"}  # one option a drafter; layer-skip left out
+    assert all(len(r["batch_drafters"]) == len(r["batch_caps"]) == r["steps"] for r in search)
+
+
 @pytest.mark.parametrize("batch_size", [1, 2])
 def test_the_warm_up_never_runs_an_evaluation_prompt(tiny_llama, tmp_path, batch_size):
     """A drafter keeping its context (lowbit's cache) or a search memory would carry a warmed-up evaluation prompt

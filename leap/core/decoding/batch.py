@@ -27,7 +27,10 @@ branch (``tree_nodes > 1``) are refused with the reason: their batched forms are
 
 The chain cap per step is ``num_tokens`` (fixed), or chosen by :class:`~leap.core.policies.batch_caps.GoodputBandit` (``num_tokens="auto"``) from the goodput measured on the batch itself, with 0 (no drafting:
 plain batched decoding) among its arms - speculation turns itself off where it loses. One bandit per number
-of rows still in the batch, kept across calls, so later batches start from what earlier ones measured.
+of rows still in the batch, kept across calls, so later batches start from what earlier ones measured. Given several
+drafters (the drafter search at batch level: ``leap bench --batch-size B --methods leap-drafters``), every row
+holds one of each and the bandit's arms are ``(drafter, cap)`` pairs: each step drafts every row with the arm's
+drafter (the others still see every committed token when they next draft).
 
 Who calls what: ``leap bench --batch-size B`` (:mod:`leap.bench.harness`, through
 :meth:`leap.bench.methods.BenchMethod.run_batch`) and library code call :meth:`BatchDecoder.generate`, which steps a
@@ -69,7 +72,9 @@ class BatchDecoder:
     Args:
         model: the target model.
         drafter: a registered drafter name or a :class:`~leap.core.drafters.base.Drafter` class (one instance is
-            made per row with ``drafter_kwargs``), or None for plain batched decoding.
+            made per row with ``drafter_kwargs``), or None for plain batched decoding; or a list of
+            ``(name or class, kwargs)`` pairs: one of each per row, chosen per step by the bandit
+            (``num_tokens="auto"``) or the caller (:meth:`BatchSession.step`'s ``drafter``).
         num_tokens: the most draft tokens per row and step (the drafter's own setting still applies below it),
             or ``"auto"``: a :class:`~leap.core.policies.batch_caps.GoodputBandit` picks it per step among
             ``caps`` (0 included) by measured goodput.
@@ -87,31 +92,40 @@ class BatchDecoder:
 
         self.model, self.stack = model, LayerStack(model)
         self.drafter, self.drafter_kwargs = drafter, dict(drafter_kwargs or {})
+        several = isinstance(drafter, (list, tuple))
+        #: (drafter, kwargs) per drafter the rows hold (empty: plain batched decoding)
+        self.specs = ([(d, dict(kw)) for d, kw in drafter] if several
+                      else [(drafter, self.drafter_kwargs)] if drafter is not None else [])
+        if several and not self.specs:
+            raise SettingsError("a batch's list of drafters is empty; pass drafter=None for plain batched decoding")
         self.compact_min, self.compact_share = int(compact_min), float(compact_share)
-        self._pool: list[Drafter] = []
+        self._pools: list[list[Drafter]] = [[] for _ in self.specs]
         self._policies: dict[int, Any] = {}  # rows in the batch -> its cap policy (FixedCap or GoodputBandit)
-        if drafter is not None:
-            why = batch_refusal(drafters.get(drafter) if isinstance(drafter, str) else drafter)
+        for name, _ in self.specs:
+            why = batch_refusal(drafters.get(name) if isinstance(name, str) else name)
             if why:
-                raise SettingsError(f"drafter {drafter!r} cannot draft in a batch: {why}; use a model-free drafter "
+                raise SettingsError(f"drafter {name!r} cannot draft in a batch: {why}; use a model-free drafter "
                                     f"(prompt-lookup, suffix, token-recycling) or lowbit")
         if num_tokens != "auto" and (not isinstance(num_tokens, int) or num_tokens < 0):
             raise SettingsError(f"num_tokens must be a number of draft tokens >= 0 or 'auto', got {num_tokens!r}")
         self.num_tokens = num_tokens
         self.caps = tuple(int(c) for c in caps)
 
-    def _drafters(self, prompts: list[list[int]], settings: SamplingSettings, caches: Sequence = ()) -> list[Drafter] | None:
-        """The rows' drafters for new requests: one instance per row, kept across calls (as a
+    def _drafters(self, prompts: list[list[int]], settings: SamplingSettings, caches: Sequence = ()) -> list[list[Drafter]]:
+        """Each drafter's instances for new requests, one per row (``[drafter][row]``; none for plain decoding)."""
+        return [self._rows(i, prompts, settings, caches) for i in range(len(self.specs))]
+
+    def _rows(self, which: int, prompts: list[list[int]], settings: SamplingSettings, caches: Sequence) -> list[Drafter]:
+        """Drafter ``which``'s rows for new requests: one instance per row, kept across calls (as a
         :class:`SelfSpecDecoder` keeps its drafter across requests: ``begin`` starts each request afresh) and
         joined once (:meth:`Drafter.join_rows`: lowbit's rows share one llama.cpp context), then told the prompts
         together (:meth:`Drafter.begin_rows`)."""
-        if self.drafter is None:
-            return None
-        if len(self._pool) < len(prompts):
-            self._pool = [make_drafter(self.drafter, **self.drafter_kwargs) if isinstance(self.drafter, str)
-                          else self.drafter(**self.drafter_kwargs) for _ in prompts]
-            type(self._pool[0]).join_rows(self._pool, self.model)
-        rows = self._pool[: len(prompts)]
+        name, kwargs = self.specs[which]
+        if len(self._pools[which]) < len(prompts):
+            self._pools[which] = [make_drafter(name, **kwargs) if isinstance(name, str) else name(**kwargs)
+                                  for _ in prompts]
+            type(self._pools[which][0]).join_rows(self._pools[which], self.model)
+        rows = self._pools[which][: len(prompts)]
         for d in rows:
             if d.needs_costs:
                 from leap.core.decoding.calibrate import calibration_for
@@ -137,11 +151,17 @@ class BatchDecoder:
     def policy(self, rows: int):
         """The chain-cap policy for a batch of ``rows`` rows still decoding, kept across calls: goodput depends on
         the rows in the batch, and what one batch measured is what the next one starts from (a run pays its
-        exploration once)."""
-        from leap.core.policies.batch_caps import FixedCap, GoodputBandit
+        exploration once); a row count met for the first time starts from the closest one's means
+        (:meth:`~leap.core.policies.batch_caps.GoodputBandit.seeded`)."""
+        from leap.core.policies.batch_caps import FixedCap, GoodputBandit, drafter_arms
 
         if rows not in self._policies:
-            self._policies[rows] = GoodputBandit(self.caps) if self.num_tokens == "auto" else FixedCap(int(self.num_tokens))
+            arms = drafter_arms(len(self.specs), self.caps) if len(self.specs) > 1 else self.caps
+            near = min(self._policies, key=lambda n: (abs(n - rows), n), default=None)  # the closest row count's
+            if self.num_tokens != "auto":
+                self._policies[rows] = FixedCap(int(self.num_tokens))
+            else:  # a new row count starts from what the closest one measured (seeded), else from nothing
+                self._policies[rows] = self._policies[near].seeded() if near is not None else GoodputBandit(arms)
         return self._policies[rows]
 
     def generate(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128, temperature: float = 0.0,
@@ -150,7 +170,8 @@ class BatchDecoder:
         session = self.start(prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
         while not session.done:
             policy = self.policy(len(session.active))
-            cap = policy.choose()
-            committed, seconds = session.step(cap)
-            policy.update(cap, committed, seconds)
+            arm = policy.choose()
+            drafter, cap = arm if isinstance(arm, tuple) else (0, arm)  # (drafter, cap) with several drafters
+            committed, seconds = session.step(cap, drafter)
+            policy.update(arm, committed, seconds)
         return session.outcome()

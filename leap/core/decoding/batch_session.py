@@ -59,10 +59,12 @@ class BatchSession:
         self.state = BatchState(self.stack, self.batch_size, longest + max_new_tokens)
         with torch.inference_mode():
             caches = self.state.prefill(prompts)  # every prompt but its last token (pending)
-            self.drafters = decoder._drafters(prompts, self.settings, caches)
+            self.drafter_sets = decoder._drafters(prompts, self.settings, caches)  # [drafter][row]
+        self.drafters = self.drafter_sets[0] if self.drafter_sets else None  # the drafter each step drafts with
         self.prefill_s = time.perf_counter() - self.t0
         self.active = list(range(self.batch_size))  # request index of each batch row still decoding
         self.caps: list[int] = []  # the cap of every step taken
+        self.drafter_choices: list[int] = []  # the drafter (index in the decoder's list) of every step taken
 
     @property
     def done(self) -> bool:
@@ -92,18 +94,23 @@ class BatchSession:
                     draft.take_free(d.propose(tokens[r], room)[:room], None, self.eos, (model.vocab_size, model.device))
         return drafts
 
-    def step(self, cap: int) -> tuple[int, float]:
-        """One verification step with every row's chain capped at ``cap`` draft tokens (0: plain); the tokens it
-        committed over all rows and its wall time, drafting included (a cap policy's reward: goodput)."""
+    def step(self, cap: int, drafter: int = 0) -> tuple[int, float]:
+        """One verification step with every row's chain capped at ``cap`` draft tokens (0: plain), drafted by the
+        decoder's drafter number ``drafter``; the tokens it committed over all rows and its wall time, drafting
+        included (a cap policy's reward: goodput)."""
         if self.done:
             raise RuntimeError("the batch has finished; start another")
-        cap = int(cap)
+        cap, drafter = int(cap), int(drafter)
         if cap < 0:
             raise SettingsError(f"a chain cap is a number of draft tokens >= 0, got {cap}")
+        if self.drafter_sets and not 0 <= drafter < len(self.drafter_sets):
+            raise SettingsError(f"drafter {drafter} out of range: this batch's rows hold {len(self.drafter_sets)}")
+        self.drafters = self.drafter_sets[drafter] if self.drafter_sets else None
         t_step = time.perf_counter()
         with torch.inference_mode():
             committed = self._step(cap)
         self.caps.append(cap)
+        self.drafter_choices.append(drafter)
         return committed, time.perf_counter() - t_step
 
     def _step(self, cap: int) -> int:
@@ -150,8 +157,8 @@ class BatchSession:
                     d.feedback(k, accepted)
             if rows[r].stop_reason:
                 rows[r].latency_s = time.perf_counter() - self.t0
-                if d is not None:
-                    d.finish(tokens[r])
+                for held in self.drafter_sets:  # every drafter the row holds learns the whole request
+                    held[r].finish(tokens[r])
             else:
                 still.append(i)
         state.keep(start, kept)
@@ -173,4 +180,5 @@ class BatchSession:
 
     def outcome(self) -> BatchOutcome:
         total = time.perf_counter() - self.t0
-        return BatchOutcome(self.rows, len(self.caps), self.prefill_s, total - self.prefill_s, list(self.caps))
+        return BatchOutcome(self.rows, len(self.caps), self.prefill_s, total - self.prefill_s, list(self.caps),
+                            list(self.drafter_choices))

@@ -39,6 +39,7 @@ class BatchOutcome:
     prefill_time_s: float
     decode_time_s: float
     caps: list[int] = field(default_factory=list)  # the chain cap of every step
+    drafters: list[int] = field(default_factory=list)  # the drafter (index in the decoder's list) of every step
 
     @property
     def new_tokens(self) -> int:

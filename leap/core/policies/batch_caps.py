@@ -5,7 +5,9 @@ B x (k + 1) positions costs more as B and k grow, while what it commits depends 
 (issue 37). :class:`GoodputBandit` measures that trade on the batch itself: each arm is a chain cap (0 = no
 draft: plain batched decoding), its reward a step's goodput (tokens committed by every row / the step's wall
 time, draft included), and UCB1 (:func:`leap.core.ucb1.ucb1_choice`) picks the next cap. An arm that loses
-to plain decoding stops being pulled, so speculation turns itself off where it loses.
+to plain decoding stops being pulled, so speculation turns itself off where it loses. With several drafters
+(:class:`~leap.core.decoding.batch.BatchDecoder` given a list: the drafter search at batch level), an arm is a
+``(drafter index, cap)`` pair (:func:`drafter_arms`), so the bandit picks whether, how far and with what to draft.
 
 Who calls what: :class:`leap.core.decoding.batch.BatchDecoder` calls :meth:`choose` before each step and
 :meth:`update` after it.
@@ -18,7 +20,9 @@ from collections.abc import Sequence
 from leap.core.errors import SettingsError
 from leap.core.ucb1 import ucb1_choice
 
-__all__ = ["FixedCap", "GoodputBandit"]
+__all__ = ["FixedCap", "GoodputBandit", "drafter_arms"]
+
+Arm = int | tuple[int, int]  # a cap, or (drafter index, cap)
 
 
 class FixedCap:
@@ -34,32 +38,56 @@ class FixedCap:
         pass
 
 
+def _cap(arm: Arm) -> int:
+    return arm[1] if isinstance(arm, tuple) else arm
+
+
+def drafter_arms(drafters: int, caps: Sequence[int]) -> list[tuple[int, int]]:
+    """The arms of a bandit over ``drafters`` drafters and ``caps``: every drafter with every cap above 0, and one
+    plain arm ``(0, 0)`` where ``caps`` holds 0 (no draft is the same whichever drafter would have drafted)."""
+    plain = [(0, 0)] if 0 in caps else []
+    return plain + [(d, int(c)) for d in range(int(drafters)) for c in caps if int(c) > 0]
+
+
 class GoodputBandit:
-    """UCB1 over chain caps, rewarded by each step's goodput relative to the best arm's mean so far.
+    """UCB1 over chain caps (or ``(drafter, cap)`` arms), rewarded by each step's goodput relative to the best arm's
+    mean so far.
 
     Args:
-        caps: the arms (distinct draft-token caps, 0 allowed).
+        caps: the arms: distinct draft-token caps (0 allowed), or distinct ``(drafter index, cap)`` pairs
+            (:func:`drafter_arms`).
         c: UCB1's exploration weight on rewards normalised to the best arm's mean (1.0 = best).
     """
 
-    def __init__(self, caps: Sequence[int], c: float = 0.2) -> None:
-        self.caps = [int(x) for x in caps]
-        if not self.caps or len(set(self.caps)) != len(self.caps) or min(self.caps) < 0:
-            raise SettingsError(f"caps must be distinct draft-token counts >= 0, got {list(caps)}")
+    def __init__(self, caps: Sequence[Arm], c: float = 0.2) -> None:
+        self.caps = [tuple(int(v) for v in x) if isinstance(x, tuple) else int(x) for x in caps]
+        if not self.caps or len(set(self.caps)) != len(self.caps) or min(_cap(x) for x in self.caps) < 0:
+            raise SettingsError(f"caps must be distinct draft-token counts >= 0 (or distinct (drafter, cap) pairs), "
+                                f"got {list(caps)}")
         self.c = float(c)
         self.counts = [0] * len(self.caps)
         self.sums = [0.0] * len(self.caps)
 
-    def choose(self) -> int:
+    def choose(self) -> Arm:
         means = [s / n for s, n in zip(self.sums, self.counts) if n]
         scale = max(means) if means and max(means) > 0 else 1.0
         return self.caps[ucb1_choice(self.counts, [s / scale for s in self.sums], self.c)]
 
-    def update(self, cap: int, committed: int, seconds: float) -> None:
-        arm = self.caps.index(int(cap))
+    def update(self, cap: Arm, committed: int, seconds: float) -> None:
+        arm = self.caps.index(tuple(int(v) for v in cap) if isinstance(cap, tuple) else int(cap))
         self.counts[arm] += 1
         self.sums[arm] += committed / max(seconds, 1e-9)
 
-    def means(self) -> dict[int, float]:
-        """Mean goodput (tokens/s) per tried cap."""
+    def seeded(self) -> GoodputBandit:
+        """A new bandit over the same arms that starts from this one's means, each counted as one pull: what
+        :meth:`~leap.core.decoding.batch.BatchDecoder.policy` gives a batch with a new number of rows, so that the
+        exploration of many arms (a drafter search) is paid once per run, not once per row count."""
+        other = GoodputBandit(self.caps, self.c)
+        for arm, (total, n) in enumerate(zip(self.sums, self.counts)):
+            if n:
+                other.counts[arm], other.sums[arm] = 1, total / n
+        return other
+
+    def means(self) -> dict[Arm, float]:
+        """Mean goodput (tokens/s) per tried arm."""
         return {c: s / n for c, s, n in zip(self.caps, self.sums, self.counts) if n}

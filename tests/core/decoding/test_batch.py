@@ -150,3 +150,39 @@ def test_lowbit_rows_are_handed_their_own_prefill_and_stay_lossless(tiny_llama, 
         session = SelfSpecDecoder(tiny_llama, None).start(p, max_new_tokens=2)
         assert torch.equal(keys, session.cache.layers[0].keys[0, :, : len(p) - 1])
     assert prompts[0][:-1] not in fed and prompts[2][:-1] not in fed  # no row's prompt went through the draft
+
+
+class _Wrong(Drafter):
+    """Proposes a chain no row ever accepts (each token one past the last): a step drafted with it commits one
+    token a row."""
+
+    name = "always-wrong"
+
+    def propose(self, tokens, max_tokens):
+        return [(tokens[-1] + 1 + i) % 50 for i in range(max_tokens)]
+
+
+def test_with_several_drafters_each_step_drafts_with_the_one_chosen_and_rows_stay_plain(tiny_llama):
+    batch, max_new = [[5, 9, 14, 7, 9, 14], [6, 6, 8, 11, 6, 8, 11]], 14
+    alone = [_alone(tiny_llama, p, max_new) for p in batch]
+    _NearOracle.reference = {tuple(p): a.token_ids + [0] * 20 for p, a in zip(batch, alone)}
+    decoder = BatchDecoder(tiny_llama, [(_NearOracle, {}), (_Wrong, {})], num_tokens="auto", compact_min=0, compact_share=0)
+    session = decoder.start(batch, max_new_tokens=max_new)
+    oracle, _ = session.step(4, 0)
+    wrong, _ = session.step(4, 1)
+    assert oracle > len(batch) and wrong == len(batch)  # the near-oracle's chains are kept in part, the wrong ones never
+    with pytest.raises(SettingsError, match="out of range"):
+        session.step(4, 2)
+    out = decoder.generate(batch, max_new_tokens=max_new)  # the bandit over (drafter, cap) arms
+    assert [r.token_ids for r in out.rows] == [a.token_ids for a in alone]
+    assert set(out.drafters) == {0, 1} and len(out.drafters) == len(out.caps) == out.steps
+
+
+def test_a_row_count_met_for_the_first_time_starts_from_the_closest_ones_means(tiny_llama):
+    decoder = BatchDecoder(tiny_llama, "suffix", num_tokens="auto", caps=(0, 2, 4))
+    four = decoder.policy(4)
+    for cap, goodput in ((0, 10.0), (2, 14.0), (4, 12.0), (2, 16.0)):
+        four.update(cap, committed=goodput, seconds=1.0)
+    three = decoder.policy(3)
+    assert three is not four and three.means() == four.means() and three.counts == [1, 1, 1]
+    assert decoder.policy(3) is three

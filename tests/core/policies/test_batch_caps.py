@@ -26,3 +26,28 @@ def test_the_goodput_bandit_settles_on_the_cap_that_pays_and_turns_drafting_off_
     assert loses[-100:].count(0) > 80
     with pytest.raises(SettingsError, match="distinct"):
         GoodputBandit((2, 2))
+
+
+def test_drafter_arms_pair_every_drafter_with_every_cap_and_keep_one_plain_arm():
+    from leap.core.policies.batch_caps import GoodputBandit, drafter_arms
+
+    assert drafter_arms(2, (0, 4, 16)) == [(0, 0), (0, 4), (0, 16), (1, 4), (1, 16)]
+    assert drafter_arms(1, (4,)) == [(0, 4)]
+    bandit = GoodputBandit(drafter_arms(2, (0, 4)))
+    pulls = []
+    for _ in range(150):
+        arm = bandit.choose()
+        pulls.append(arm)
+        bandit.update(arm, committed={(0, 0): 10, (0, 4): 12, (1, 4): 18}[arm], seconds=1.0)
+    assert pulls[-50:].count((1, 4)) > 40
+
+
+def test_a_seeded_bandit_holds_each_tried_arms_mean_as_one_pull():
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    bandit = GoodputBandit((0, 2, 4))
+    for cap, goodput in ((0, 10.0), (0, 12.0), (4, 20.0)):
+        bandit.update(cap, committed=goodput, seconds=1.0)
+    seeded = bandit.seeded()
+    assert seeded.counts == [1, 0, 1] and seeded.means() == {0: 11.0, 4: 20.0}
+    assert seeded.choose() == 2  # the untried arm first, as in a new bandit
