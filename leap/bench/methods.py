@@ -118,7 +118,7 @@ def batch_result(out: Any, labels: Sequence[str] = ()) -> MethodResult:
     extra = {"row_token_ids": [r.token_ids for r in rows], "row_new_tokens": [len(r.token_ids) for r in rows],
              "row_latency_s": [r.latency_s for r in rows], "batch_caps": out.caps}
     if len(labels) > 1:
-        extra["batch_drafters"] = [labels[i] for i in out.drafters]
+        extra["batch_drafters"] = [labels[i] if cap else "plain" for i, cap in zip(out.drafters, out.caps)]
     return MethodResult([t for r in rows for t in r.token_ids], out.steps, [n for r in rows for n in r.accepted_lengths],
                         None, extra, {"prefill_s": out.prefill_time_s, "decode_s": out.decode_time_s})
 

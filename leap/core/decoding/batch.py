@@ -169,9 +169,13 @@ class BatchDecoder:
         """Decode every prompt to EOS or ``max_new_tokens``; row ``r`` samples with seed ``seed + r``."""
         session = self.start(prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
         while not session.done:
-            policy = self.policy(len(session.active))
+            rows = len(session.active)
+            policy = self.policy(rows)
             arm = policy.choose()
             drafter, cap = arm if isinstance(arm, tuple) else (0, arm)  # (drafter, cap) with several drafters
             committed, seconds = session.step(cap, drafter)
-            policy.update(arm, committed, seconds)
+            # goodput per row: the same choices within one row count, and means a policy seeded from another row
+            # count can compare with its own (whole-batch goodput shrinks as rows leave, which drags the arm pulled
+            # most below the seeded ones: measured, the drafter search then kept leaving lowbit for suffix)
+            policy.update(arm, committed / rows, seconds)
         return session.outcome()

@@ -50,13 +50,14 @@ def drafter_arms(drafters: int, caps: Sequence[int]) -> list[tuple[int, int]]:
 
 
 class GoodputBandit:
-    """UCB1 over chain caps (or ``(drafter, cap)`` arms), rewarded by each step's goodput relative to the best arm's
-    mean so far.
+    """UCB1 over chain caps (or ``(drafter, cap)`` arms), each arm's value its goodput - the tokens its steps
+    committed over the seconds they took (a ratio of sums: a throughput; a mean of per-step ratios would favour
+    arms whose steps vary in length) - relative to the best arm's so far.
 
     Args:
         caps: the arms: distinct draft-token caps (0 allowed), or distinct ``(drafter index, cap)`` pairs
             (:func:`drafter_arms`).
-        c: UCB1's exploration weight on rewards normalised to the best arm's mean (1.0 = best).
+        c: UCB1's exploration weight on values normalised to the best arm's (1.0 = best).
     """
 
     def __init__(self, caps: Sequence[Arm], c: float = 0.2) -> None:
@@ -66,28 +67,34 @@ class GoodputBandit:
                                 f"got {list(caps)}")
         self.c = float(c)
         self.counts = [0] * len(self.caps)
-        self.sums = [0.0] * len(self.caps)
+        self.tokens = [0.0] * len(self.caps)  # committed by each arm's steps
+        self.seconds = [0.0] * len(self.caps)  # those steps' wall time
+
+    def _value(self, arm: int) -> float:
+        return self.tokens[arm] / max(self.seconds[arm], 1e-9)
 
     def choose(self) -> Arm:
-        means = [s / n for s, n in zip(self.sums, self.counts) if n]
-        scale = max(means) if means and max(means) > 0 else 1.0
-        return self.caps[ucb1_choice(self.counts, [s / scale for s in self.sums], self.c)]
+        tried = [self._value(a) for a, n in enumerate(self.counts) if n]
+        scale = max(tried) if tried and max(tried) > 0 else 1.0
+        sums = [self._value(a) * n / scale for a, n in enumerate(self.counts)]  # UCB1 reads value x pulls
+        return self.caps[ucb1_choice(self.counts, sums, self.c)]
 
-    def update(self, cap: Arm, committed: int, seconds: float) -> None:
+    def update(self, cap: Arm, committed: float, seconds: float) -> None:
         arm = self.caps.index(tuple(int(v) for v in cap) if isinstance(cap, tuple) else int(cap))
         self.counts[arm] += 1
-        self.sums[arm] += committed / max(seconds, 1e-9)
+        self.tokens[arm] += float(committed)
+        self.seconds[arm] += max(float(seconds), 1e-9)
 
     def seeded(self) -> GoodputBandit:
-        """A new bandit over the same arms that starts from this one's means, each counted as one pull: what
-        :meth:`~leap.core.decoding.batch.BatchDecoder.policy` gives a batch with a new number of rows, so that the
-        exploration of many arms (a drafter search) is paid once per run, not once per row count."""
+        """A new bandit over the same arms that starts from this one's values, each counted as one pull of one
+        second: what :meth:`~leap.core.decoding.batch.BatchDecoder.policy` gives a batch with a new number of rows,
+        so that the exploration of many arms (a drafter search) is paid once per run, not once per row count."""
         other = GoodputBandit(self.caps, self.c)
-        for arm, (total, n) in enumerate(zip(self.sums, self.counts)):
+        for arm, n in enumerate(self.counts):
             if n:
-                other.counts[arm], other.sums[arm] = 1, total / n
+                other.counts[arm], other.tokens[arm], other.seconds[arm] = 1, self._value(arm), 1.0
         return other
 
     def means(self) -> dict[Arm, float]:
-        """Mean goodput (tokens/s) per tried arm."""
-        return {c: s / n for c, s, n in zip(self.caps, self.sums, self.counts) if n}
+        """Goodput (tokens/s) per tried arm."""
+        return {c: self._value(a) for a, (c, n) in enumerate(zip(self.caps, self.counts)) if n}

@@ -186,3 +186,15 @@ def test_a_row_count_met_for_the_first_time_starts_from_the_closest_ones_means(t
     three = decoder.policy(3)
     assert three is not four and three.means() == four.means() and three.counts == [1, 1, 1]
     assert decoder.policy(3) is three
+
+
+def test_the_bandit_is_rewarded_per_row_so_row_counts_compare(tiny_llama, monkeypatch):
+    """Plain steps commit one token a row whatever the rows in the batch: the reward each policy gets says so (a
+    whole-batch reward halves when one of two rows leaves, and a policy seeded from the two-row one would read
+    its own arms as worse than the seeded ones)."""
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    seen = []
+    monkeypatch.setattr(GoodputBandit, "update", lambda self, arm, committed, seconds: seen.append(committed))
+    BatchDecoder(tiny_llama, "suffix", num_tokens="auto", caps=(0,)).generate([[5, 9, 14], [6, 8]], max_new_tokens=6)
+    assert seen and all(c == 1.0 for c in seen)

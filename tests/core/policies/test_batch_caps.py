@@ -51,3 +51,13 @@ def test_a_seeded_bandit_holds_each_tried_arms_mean_as_one_pull():
     seeded = bandit.seeded()
     assert seeded.counts == [1, 0, 1] and seeded.means() == {0: 11.0, 4: 20.0}
     assert seeded.choose() == 2  # the untried arm first, as in a new bandit
+
+
+def test_an_arms_goodput_is_its_tokens_over_its_seconds_not_a_mean_of_step_ratios():
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    bandit = GoodputBandit((2, 4))
+    bandit.update(4, committed=10, seconds=1.0)  # one quick step that committed much, one slow that committed none:
+    bandit.update(4, committed=0, seconds=9.0)  # 10 tokens in 10 s (a mean of step ratios says 5 a second)
+    bandit.update(2, committed=2, seconds=1.0)
+    assert bandit.means() == {2: 2.0, 4: 1.0}
