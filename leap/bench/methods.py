@@ -179,6 +179,7 @@ class SearchMethod(BenchMethod):
             drafters = [d for d in drafters.split(";") if d]
         self._model, self._options, self._batch, self._batch_labels = model, drafters, None, []  # run_batch's
         self._batch_caps = tuple(int(c) for c in (batch_caps.split(";") if isinstance(batch_caps, str) else batch_caps))
+        self._loss_budget = options.loss_budget if loss_budget is None else float(loss_budget)  # per batch too
         if memory not in ("fresh", "prior", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start of the run, kept across its "
                                 f"prompts), prior (the same, started from the prior leap ships for the model: "
@@ -215,7 +216,8 @@ class SearchMethod(BenchMethod):
         """The drafter search at batch level (issue 37): the batchable options (one per drafter,
         :func:`~leap.search.drafter_space.batch_options`) held by every row, and a goodput bandit over (drafter,
         chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default 0, 4 and
-        16; ``--method-arg leap-drafters:batch_caps='0;8'``) are the caps. Layer options do not batch yet."""
+        16; ``--method-arg leap-drafters:batch_caps='0;8'``) are the caps, and the search's ``loss_budget`` holds per
+        batch (:class:`~leap.core.decoding.batch.BatchDecoder`'s). Layer options do not batch yet."""
         if self._batch is None:
             from leap.search.drafter_space import batch_options
 
@@ -223,7 +225,7 @@ class SearchMethod(BenchMethod):
             if not options:
                 return super().run_batch(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
             self._batch = BatchDecoder(self._model, [(o.name, o.kwargs) for o in options], num_tokens="auto",
-                                       caps=self._batch_caps)
+                                       caps=self._batch_caps, loss_budget=self._loss_budget or None)
             self._batch_labels = [o.label for o in options]
         out = self._batch.generate(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         return batch_result(out, self._batch_labels)

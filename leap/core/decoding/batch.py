@@ -79,6 +79,11 @@ class BatchDecoder:
             or ``"auto"``: a :class:`~leap.core.policies.batch_caps.GoodputBandit` picks it per step among
             ``caps`` (0 included) by measured goodput.
         caps: the bandit's arms for ``num_tokens="auto"``.
+        loss_budget: losing cheaply, per batch (``num_tokens="auto"``, 0 among ``caps``): once the batch's drafted
+            steps have cost more than ``loss_budget`` of its plain time beyond what plain steps would have taken
+            for the same tokens (a plain step's time per row count from the bandit's plain arm), the rest of the
+            batch decodes plainly, and after ``n`` such batches in a row the next ``2 ** (n - 1)`` batches do not
+            draft at all (as a single request's search skips itself: :mod:`leap.search.runner`). None: off.
         compact_min, compact_share: pack the rows' valid slots to the front once more than ``max(compact_min,
             compact_share * slots)`` slots are holes (attention over holes costs time; packing costs a copy of the
             cache); ``0, 0`` packs after every step that leaves a hole.
@@ -87,7 +92,7 @@ class BatchDecoder:
     def __init__(self, model: LeapModel, drafter: str | type[Drafter] | None = None, *,
                  drafter_kwargs: dict | None = None, num_tokens: int | str = 16,
                  caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
-                 compact_share: float = 0.5) -> None:
+                 compact_share: float = 0.5, loss_budget: float | None = None) -> None:
         from leap.core.drafters import drafters
 
         self.model, self.stack = model, LayerStack(model)
@@ -110,10 +115,10 @@ class BatchDecoder:
             raise SettingsError(f"num_tokens must be a number of draft tokens >= 0 or 'auto', got {num_tokens!r}")
         self.num_tokens = num_tokens
         self.caps = tuple(int(c) for c in caps)
-
-    def _drafters(self, prompts: list[list[int]], settings: SamplingSettings, caches: Sequence = ()) -> list[list[Drafter]]:
-        """Each drafter's instances for new requests, one per row (``[drafter][row]``; none for plain decoding)."""
-        return [self._rows(i, prompts, settings, caches) for i in range(len(self.specs))]
+        if loss_budget is not None and (num_tokens != "auto" or 0 not in self.caps):
+            raise SettingsError("loss_budget needs num_tokens='auto' with 0 (a plain step) among the caps")
+        self.loss_budget = loss_budget
+        self._fruitless, self._skips_left = 0, 0  # batches in a row that tripped the loss budget; batches to skip
 
     def _rows(self, which: int, prompts: list[list[int]], settings: SamplingSettings, caches: Sequence) -> list[Drafter]:
         """Drafter ``which``'s rows for new requests: one instance per row, kept across calls (as a
@@ -168,14 +173,27 @@ class BatchDecoder:
                  top_p: float = 1.0, seed: int = 0) -> BatchOutcome:
         """Decode every prompt to EOS or ``max_new_tokens``; row ``r`` samples with seed ``seed + r``."""
         session = self.start(prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
+        guard = self.loss_budget is not None
+        plain_arm = (0, 0) if len(self.specs) > 1 else 0
+        off = guard and self._skips_left > 0  # an earlier batch in a row tripped the budget: no drafting now
+        self._skips_left -= int(off)
+        lost, budget = 0.0, None
         while not session.done:
             rows = len(session.active)
             policy = self.policy(rows)
-            arm = policy.choose()
+            arm = plain_arm if off else policy.choose()
             drafter, cap = arm if isinstance(arm, tuple) else (0, arm)  # (drafter, cap) with several drafters
             committed, seconds = session.step(cap, drafter)
             # goodput per row: the same choices within one row count, and means a policy seeded from another row
             # count can compare with its own (whole-batch goodput shrinks as rows leave, which drags the arm pulled
             # most below the seeded ones: measured, the drafter search then kept leaving lowbit for suffix)
             policy.update(arm, committed / rows, seconds)
+            plain = policy.means().get(plain_arm) if guard else None  # a plain step's tokens per row per second
+            if plain and not off:
+                budget = budget or self.loss_budget * max_new_tokens / plain  # of the batch's plain time
+                lost += seconds - committed / rows / plain
+                off = lost > budget
+        if guard and budget is not None:  # a batch that drafted: did it trip?
+            self._fruitless = self._fruitless + 1 if off else 0
+            self._skips_left = 2 ** (self._fruitless - 1) if off else 0
         return session.outcome()

@@ -59,12 +59,22 @@ class BatchSession:
         self.state = BatchState(self.stack, self.batch_size, longest + max_new_tokens)
         with torch.inference_mode():
             caches = self.state.prefill(prompts)  # every prompt but its last token (pending)
-            self.drafter_sets = decoder._drafters(prompts, self.settings, caches)  # [drafter][row]
-        self.drafters = self.drafter_sets[0] if self.drafter_sets else None  # the drafter each step drafts with
+            # [drafter][row], each drafter's rows made and begun when a step first drafts with it (with several
+            # drafters, a batch pays for - the KV handoff of every row, a llama.cpp context - only the ones it uses)
+            self._begin = (prompts, caches)
+            self.drafter_sets: list[list | None] = [None] * len(decoder.specs)
+            self.drafters = self._rows(0) if len(decoder.specs) == 1 else None  # the drafter each step drafts with
         self.prefill_s = time.perf_counter() - self.t0
         self.active = list(range(self.batch_size))  # request index of each batch row still decoding
         self.caps: list[int] = []  # the cap of every step taken
         self.drafter_choices: list[int] = []  # the drafter (index in the decoder's list) of every step taken
+
+    def _rows(self, which: int) -> list:
+        """Drafter ``which``'s rows, made and begun on the prompts now if this batch has not drafted with it yet."""
+        if self.drafter_sets[which] is None:
+            prompts, caches = self._begin
+            self.drafter_sets[which] = self.decoder._rows(which, prompts, self.settings, caches)
+        return self.drafter_sets[which]
 
     @property
     def done(self) -> bool:
@@ -105,9 +115,10 @@ class BatchSession:
             raise SettingsError(f"a chain cap is a number of draft tokens >= 0, got {cap}")
         if self.drafter_sets and not 0 <= drafter < len(self.drafter_sets):
             raise SettingsError(f"drafter {drafter} out of range: this batch's rows hold {len(self.drafter_sets)}")
-        self.drafters = self.drafter_sets[drafter] if self.drafter_sets else None
         t_step = time.perf_counter()
         with torch.inference_mode():
+            if len(self.drafter_sets) > 1:  # several drafters: a plain step (cap 0) runs none of them
+                self.drafters = self._rows(drafter) if cap else None
             committed = self._step(cap)
         self.caps.append(cap)
         self.drafter_choices.append(drafter)
@@ -157,8 +168,9 @@ class BatchSession:
                     d.feedback(k, accepted)
             if rows[r].stop_reason:
                 rows[r].latency_s = time.perf_counter() - self.t0
-                for held in self.drafter_sets:  # every drafter the row holds learns the whole request
-                    held[r].finish(tokens[r])
+                for held in self.drafter_sets:  # every drafter the row began learns the whole request
+                    if held is not None:
+                        held[r].finish(tokens[r])
             else:
                 still.append(i)
         state.keep(start, kept)

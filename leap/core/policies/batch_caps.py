@@ -44,9 +44,11 @@ def _cap(arm: Arm) -> int:
 
 def drafter_arms(drafters: int, caps: Sequence[int]) -> list[tuple[int, int]]:
     """The arms of a bandit over ``drafters`` drafters and ``caps``: every drafter with every cap above 0, and one
-    plain arm ``(0, 0)`` where ``caps`` holds 0 (no draft is the same whichever drafter would have drafted)."""
+    plain arm ``(0, 0)`` where ``caps`` holds 0 (no draft is the same whichever drafter would have drafted). In the
+    order UCB1 tries them first: plain, then the shortest cap of every drafter before any longer one - the cheap
+    steps first, so that a batch's loss budget can stop the search before its dearest arms are tried."""
     plain = [(0, 0)] if 0 in caps else []
-    return plain + [(d, int(c)) for d in range(int(drafters)) for c in caps if int(c) > 0]
+    return plain + [(d, int(c)) for c in sorted(int(c) for c in caps if int(c) > 0) for d in range(int(drafters))]
 
 
 class GoodputBandit:

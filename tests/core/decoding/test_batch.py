@@ -198,3 +198,54 @@ def test_the_bandit_is_rewarded_per_row_so_row_counts_compare(tiny_llama, monkey
     monkeypatch.setattr(GoodputBandit, "update", lambda self, arm, committed, seconds: seen.append(committed))
     BatchDecoder(tiny_llama, "suffix", num_tokens="auto", caps=(0,)).generate([[5, 9, 14], [6, 8]], max_new_tokens=6)
     assert seen and all(c == 1.0 for c in seen)
+
+
+class _SlowWrong(_Wrong):
+    """Never accepted, and 20 ms a draft: a drafted step always costs more than a plain one for the same tokens."""
+
+    name = "slow-wrong"
+
+    def propose(self, tokens, max_tokens):
+        import time
+
+        time.sleep(0.02)
+        return super().propose(tokens, max_tokens)
+
+
+def test_a_batch_that_loses_stops_drafting_and_the_next_ones_skip_as_a_search_does(tiny_llama):
+    batch, max_new = [[5, 9, 14, 7], [6, 6, 8, 11, 6]], 24
+    decoder = BatchDecoder(tiny_llama, [(_SlowWrong, {}), (_Wrong, {})], num_tokens="auto", caps=(0, 4),
+                           loss_budget=0.03)
+    first = decoder.generate(batch, max_new_tokens=max_new)
+    assert any(first.caps) and first.caps[-3:] == [0, 0, 0]  # it drafted, lost its budget, decoded plainly
+    assert decoder.generate(batch, max_new_tokens=max_new).caps == [0] * max_new  # skipped: no draft at all
+    assert any(decoder.generate(batch, max_new_tokens=max_new).caps)  # then tried again
+    alone = [_alone(tiny_llama, p, max_new).token_ids for p in batch]
+    assert [r.token_ids for r in first.rows] == alone
+    with pytest.raises(SettingsError, match="loss_budget"):
+        BatchDecoder(tiny_llama, "suffix", num_tokens=4, loss_budget=0.03)
+
+
+class _Counted(_Wrong):
+    """Counts the rows begun on a prompt (class-wide)."""
+
+    name = "counted"
+    begun = 0
+
+    def begin(self, prompt):
+        type(self).begun += 1
+
+
+def test_with_several_drafters_a_batch_begins_only_the_drafters_it_drafts_with(tiny_llama, monkeypatch):
+    """A drafter's rows cost something to begin (lowbit: every row's KV handoff): a batch that never drafts with one
+    never begins it, and one that does begins each of its rows once."""
+    monkeypatch.setattr(_Counted, "begun", 0)
+    batch = [[5, 9, 14, 7], [6, 6, 8, 11, 6]]
+    decoder = BatchDecoder(tiny_llama, [(_Wrong, {}), (_Counted, {})], num_tokens="auto")
+    session = decoder.start(batch, max_new_tokens=6)
+    session.step(2, 0)
+    session.step(0, 1)  # a plain step: no drafter runs
+    assert _Counted.begun == 0 and session.drafter_sets[1] is None
+    session.step(2, 1)
+    session.step(2, 1)
+    assert _Counted.begun == len(batch)

@@ -31,7 +31,7 @@ def test_the_goodput_bandit_settles_on_the_cap_that_pays_and_turns_drafting_off_
 def test_drafter_arms_pair_every_drafter_with_every_cap_and_keep_one_plain_arm():
     from leap.core.policies.batch_caps import GoodputBandit, drafter_arms
 
-    assert drafter_arms(2, (0, 4, 16)) == [(0, 0), (0, 4), (0, 16), (1, 4), (1, 16)]
+    assert drafter_arms(2, (0, 16, 4)) == [(0, 0), (0, 4), (1, 4), (0, 16), (1, 16)]  # plain, then short caps first
     assert drafter_arms(1, (4,)) == [(0, 4)]
     bandit = GoodputBandit(drafter_arms(2, (0, 4)))
     pulls = []
