@@ -1,0 +1,56 @@
+"""The drafter search at batch level where nothing pays, on leap's own seed prompts 300+ (never Spec-Bench): B rows a
+batch, three batches, 128 new tokens, T = 0, after one warm-up batch of two prompts (8 tokens) per method, each method's
+whole call timed; throughput over plain batched decoding on the same batches. Methods: plain, the search
+(leap-drafters' batchable options, caps 0/4/16) without and with the loss budget (0.03, as leap-drafters runs it).
+Usage: python benchmarks/batch_search_seed.py [B] [--out FILE.json]"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from leap.core import load_model
+from leap.core.decoding.batch import BatchDecoder
+from leap.core.runtime.provenance import provenance
+from leap.heads.prompts import seed_prompts
+from leap.search.drafter_space import DEFAULT_DRAFTERS, batch_options
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("b", type=int, nargs="?", default=8)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    b, model = args.b, load_model()
+    specs = [(o.name, o.kwargs) for o in batch_options(DEFAULT_DRAFTERS, model)]
+    prompts = [model.encode(p, chat=True) for p in seed_prompts(400)[300:300 + 3 * b]]
+    methods = {"plain": BatchDecoder(model, None),
+               "search": BatchDecoder(model, specs, num_tokens="auto", caps=(0, 4, 16)),
+               "search-loss-budget": BatchDecoder(model, specs, num_tokens="auto", caps=(0, 4, 16), loss_budget=0.03)}
+    for decoder in methods.values():
+        decoder.generate(prompts[:2], max_new_tokens=8)
+    record = {"batch_size": b, "prompts": "seed_prompts 300+", "provenance": provenance(model), "batches": []}
+    totals = {name: [0.0, 0] for name in methods}
+    for i in range(3):
+        for name, decoder in methods.items():
+            t0 = time.perf_counter()
+            out = decoder.generate(prompts[i * b:(i + 1) * b], max_new_tokens=128)
+            seconds = time.perf_counter() - t0
+            totals[name][0] += seconds
+            totals[name][1] += out.new_tokens
+            drafted = sum(1 for c in out.caps if c) if name != "plain" else 0
+            record["batches"].append({"batch": i, "method": name, "seconds": seconds, "tokens": out.new_tokens,
+                                      "steps": out.steps, "drafted_steps": drafted})
+            print(f"batch {i} {name}: {seconds:.2f} s, {out.steps} steps ({drafted} drafted)")
+    base = totals["plain"][1] / totals["plain"][0]
+    record["throughput_over_plain"] = {n: (t / s) / base for n, (s, t) in totals.items()}
+    for name, ratio in record["throughput_over_plain"].items():
+        print(f"{name}: {ratio:.3f}x plain batched decoding")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(record, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
