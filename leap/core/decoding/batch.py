@@ -160,14 +160,16 @@ class BatchDecoder:
         (:meth:`~leap.core.policies.batch_caps.GoodputBandit.seeded`)."""
         from leap.core.policies.batch_caps import FixedCap, GoodputBandit, drafter_arms
 
-        if rows not in self._policies:
-            arms = drafter_arms(len(self.specs), self.caps) if len(self.specs) > 1 else self.caps
-            near = min(self._policies, key=lambda n: (abs(n - rows), n), default=None)  # the closest row count's
-            if self.num_tokens != "auto":
-                self._policies[rows] = FixedCap(int(self.num_tokens))
-            else:  # a new row count starts from what the closest one measured (seeded), else from nothing
-                self._policies[rows] = self._policies[near].seeded() if near is not None else GoodputBandit(arms)
-        return self._policies[rows]
+        if rows in self._policies:
+            return self._policies[rows]
+        if self.num_tokens != "auto":
+            policy = FixedCap(int(self.num_tokens))
+        elif self._policies:  # a new row count starts from what the closest one measured
+            policy = self._policies[min(self._policies, key=lambda n: (abs(n - rows), n))].seeded()
+        else:
+            policy = GoodputBandit(drafter_arms(len(self.specs), self.caps) if len(self.specs) > 1 else self.caps)
+        self._policies[rows] = policy
+        return policy
 
     def generate(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128, temperature: float = 0.0,
                  top_p: float = 1.0, seed: int = 0) -> BatchOutcome:
@@ -184,9 +186,9 @@ class BatchDecoder:
             arm = plain_arm if off else policy.choose()
             drafter, cap = arm if isinstance(arm, tuple) else (0, arm)  # (drafter, cap) with several drafters
             committed, seconds = session.step(cap, drafter)
-            # goodput per row: the same choices within one row count, and means a policy seeded from another row
-            # count can compare with its own (whole-batch goodput shrinks as rows leave, which drags the arm pulled
-            # most below the seeded ones: measured, the drafter search then kept leaving lowbit for suffix)
+            # goodput per row: the same choices within one row count, and values a policy seeded from another row
+            # count can compare with its own (whole-batch goodput shrinks as rows leave, which would drag the arm
+            # pulled most below the seeded ones)
             policy.update(arm, committed / rows, seconds)
             plain = policy.means().get(plain_arm) if guard else None  # a plain step's tokens per row per second
             if plain and not off:

@@ -74,6 +74,8 @@ class BatchSession:
         if self.drafter_sets[which] is None:
             prompts, caches = self._begin
             self.drafter_sets[which] = self.decoder._rows(which, prompts, self.settings, caches)
+            if all(held is not None for held in self.drafter_sets):
+                self._begin = None  # every drafter begun: the rows' prefill caches are not held any longer
         return self.drafter_sets[which]
 
     @property
