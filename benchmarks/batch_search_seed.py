@@ -1,8 +1,9 @@
 """The drafter search at batch level where nothing pays, on leap's own seed prompts 300+ (never Spec-Bench): B rows a
-batch, three batches, 128 new tokens, T = 0, after one warm-up batch of two prompts (8 tokens) per method, each method's
+batch, three batches (``--batches``), 128 new tokens, T = 0, after one warm-up batch of two prompts (8 tokens) per method, each method's
 whole call timed; throughput over plain batched decoding on the same batches. Methods: plain, the search
-(leap-drafters' batchable options, caps 0/4/16) without and with the loss budget (0.03, as leap-drafters runs it).
-Usage: python benchmarks/batch_search_seed.py [B] [--out FILE.json]"""
+(leap-drafters' batchable options, caps 0/4/16) without and with the loss budget (0.03, as leap-drafters runs it), and
+lowbit-auto (one drafter, the bandit over caps 0/2/4/8: the fixed choice the search has to match).
+Usage: python benchmarks/batch_search_seed.py [B] [--batches N] [--out FILE.json]"""
 
 from __future__ import annotations
 
@@ -20,19 +21,21 @@ from leap.search.drafter_space import DEFAULT_DRAFTERS, batch_options
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("b", type=int, nargs="?", default=8)
+    ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--out")
     args = ap.parse_args()
     b, model = args.b, load_model()
     specs = [(o.name, o.kwargs) for o in batch_options(DEFAULT_DRAFTERS, model)]
-    prompts = [model.encode(p, chat=True) for p in seed_prompts(400)[300:300 + 3 * b]]
+    prompts = [model.encode(p, chat=True) for p in seed_prompts(400)[300:300 + args.batches * b]]
     methods = {"plain": BatchDecoder(model, None),
                "search": BatchDecoder(model, specs, num_tokens="auto", caps=(0, 4, 16)),
-               "search-loss-budget": BatchDecoder(model, specs, num_tokens="auto", caps=(0, 4, 16), loss_budget=0.03)}
+               "search-loss-budget": BatchDecoder(model, specs, num_tokens="auto", caps=(0, 4, 16), loss_budget=0.03),
+               "lowbit-auto": BatchDecoder(model, "lowbit", num_tokens="auto")}
     for decoder in methods.values():
         decoder.generate(prompts[:2], max_new_tokens=8)
     record = {"batch_size": b, "prompts": "seed_prompts 300+", "provenance": provenance(model), "batches": []}
     totals = {name: [0.0, 0] for name in methods}
-    for i in range(3):
+    for i in range(args.batches):
         for name, decoder in methods.items():
             t0 = time.perf_counter()
             out = decoder.generate(prompts[i * b:(i + 1) * b], max_new_tokens=128)

@@ -81,7 +81,8 @@ class BatchDecoder:
         caps: the bandit's arms for ``num_tokens="auto"``.
         loss_budget: losing cheaply, per batch (``num_tokens="auto"``, 0 among ``caps``): once the batch's drafted
             steps have cost more than ``loss_budget`` of its plain time beyond what plain steps would have taken
-            for the same tokens (a plain step's time per row count from the bandit's plain arm), the rest of the
+            for the same tokens (a plain step's time per row count from the bandit's plain arm; beginning a drafter's
+            rows, paid once a batch, is not a step's loss: :attr:`BatchSession.begin_s`), the rest of the
             batch decodes plainly, and after ``n`` such batches in a row the next ``2 ** (n - 1)`` batches do not
             draft at all (as a single request's search skips itself: :mod:`leap.search.runner`). None: off.
         compact_min, compact_share: pack the rows' valid slots to the front once more than ``max(compact_min,
@@ -188,12 +189,13 @@ class BatchDecoder:
             committed, seconds = session.step(cap, drafter)
             # goodput per row: the same choices within one row count, and values a policy seeded from another row
             # count can compare with its own (whole-batch goodput shrinks as rows leave, which would drag the arm
-            # pulled most below the seeded ones)
-            policy.update(arm, committed / rows, seconds)
+            # pulled most below the seeded ones); the seconds without beginning the drafter's rows (paid once a batch:
+            # an arm judged by its first step with it would never be pulled again), which the loss budget does count
+            policy.update(arm, committed / rows, seconds - session.begin_s)
             plain = policy.means().get(plain_arm) if guard else None  # a plain step's tokens per row per second
             if plain and not off:
                 budget = budget or self.loss_budget * max_new_tokens / plain  # of the batch's plain time
-                lost += seconds - committed / rows / plain
+                lost += seconds - session.begin_s - committed / rows / plain
                 off = lost > budget
         if guard and budget is not None:  # a batch that drafted: did it trip?
             self._fruitless = self._fruitless + 1 if off else 0

@@ -68,6 +68,10 @@ class BatchSession:
         self.active = list(range(self.batch_size))  # request index of each batch row still decoding
         self.caps: list[int] = []  # the cap of every step taken
         self.drafter_choices: list[int] = []  # the drafter (index in the decoder's list) of every step taken
+        #: seconds the last :meth:`step` spent making and beginning a drafter's rows (its first step with that
+        #: drafter in this batch): part of the step's wall time, paid once per batch, so a cap policy rewards the
+        #: step without it (a drafter whose rows cost a llama.cpp context to begin is not judged by that one step)
+        self.begin_s = 0.0
 
     def _rows(self, which: int) -> list:
         """Drafter ``which``'s rows, made and begun on the prompts now if this batch has not drafted with it yet."""
@@ -121,6 +125,7 @@ class BatchSession:
         with torch.inference_mode():
             if len(self.drafter_sets) > 1:  # several drafters: a plain step (cap 0) runs none of them
                 self.drafters = self._rows(drafter) if cap else None
+            self.begin_s = time.perf_counter() - t_step
             committed = self._step(cap)
         self.caps.append(cap)
         self.drafter_choices.append(drafter)

@@ -157,6 +157,44 @@ class Cascade(Drafter):
         tree = self.first.propose_tree(tokens, max_depth)
         return tree if self._pick(tree) else self.then.propose_tree(tokens, max_depth)
 
+    # ------------------------------------------------------------------ the rows of a batch (issue 37)
+    @classmethod
+    def join_rows(cls, rows: Sequence[Drafter], model: Any) -> None:
+        """Each part's rows joined as that part's class joins them (``lowbit``'s: one llama.cpp context, a sequence
+        per row), so that the rows the first part leaves to the second draft together (:meth:`propose_rows`)."""
+        for part in (0, 1):
+            group = [r.parts[part] for r in rows]
+            type(group[0]).join_rows(group, model)
+
+    @classmethod
+    def begin_rows(cls, rows: Sequence[Drafter], prompts: Sequence[Sequence[int]]) -> None:
+        for part in (0, 1):
+            group = [r.parts[part] for r in rows]
+            type(group[0]).begin_rows(group, prompts)
+
+    @classmethod
+    def propose_rows(cls, rows: Sequence[Drafter], tokens: Sequence[Sequence[int]],
+                     max_tokens: Sequence[int]) -> list[list[int]]:
+        """Row ``i``'s chain is what its :meth:`propose` gives: the first part's where it is long enough, else the
+        second part's - drafted for all such rows in one :meth:`propose_rows` of the second part's class (before,
+        each row's ``lowbit`` ran llama.cpp alone, and the batch's first step with ``cascade`` cost seconds)."""
+        out: list[list[int]] = [[] for _ in rows]
+        then = []
+        for i, (row, t, m) in enumerate(zip(rows, tokens, max_tokens)):
+            if m <= 0:
+                continue
+            tree = row.first.propose_tree(t, m)
+            if row._pick(tree):
+                out[i] = tree.first_chain()
+            else:
+                then.append(i)
+        if then:
+            group = [rows[i].then for i in then]
+            chains = type(group[0]).propose_rows(group, [tokens[i] for i in then], [max_tokens[i] for i in then])
+            for i, chain in zip(then, chains):
+                out[i] = list(chain)
+        return out
+
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         return self.propose_tree(tokens, max_tokens).first_chain()
 

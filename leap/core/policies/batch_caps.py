@@ -9,6 +9,16 @@ to plain decoding stops being pulled, so speculation turns itself off where it l
 (:class:`~leap.core.decoding.batch.BatchDecoder` given a list: the drafter search at batch level), an arm is a
 ``(drafter index, cap)`` pair (:func:`drafter_arms`), so the bandit picks whether, how far and with what to draft.
 
+Two things keep it from paying for what it cannot use (measured on leap's seed prompts:
+``benchmarks/batch_search_seed.py``). **A ladder of caps**: a drafter's longer cap is tried only once its next
+shorter cap has been tried and did at least as well as plain decoding - a chain that loses at 4 tokens does not win
+at 16, since every token past the fourth is accepted only after the first four were - so a search over many
+drafters explores each one's dear arms only where its cheap arm paid. **Values that follow the text**: an arm's
+tokens and seconds are discounted by ``1 - 1/horizon`` at each of its own pulls (a running ratio over its last
+~``horizon`` steps; Garivier & Moulines 2011's discounting, per arm), because a batch changes under the bandit - rows
+leave, and a drafter that copies well early (prompt lookup over a repeated passage) stops doing so; an all-time
+ratio kept such an arm first long after its steps had stopped paying.
+
 Who calls what: :class:`leap.core.decoding.batch.BatchDecoder` calls :meth:`choose` before each step and
 :meth:`update` after it.
 """
@@ -60,14 +70,21 @@ class GoodputBandit:
         caps: the arms: distinct draft-token caps (0 allowed), or distinct ``(drafter index, cap)`` pairs
             (:func:`drafter_arms`).
         c: UCB1's exploration weight on values normalised to the best arm's (1.0 = best).
+        horizon: an arm's value covers its last ~``horizon`` pulls (each pull discounts its earlier tokens and
+            seconds by ``1 - 1/horizon``); 0: all of them, undiscounted.
+        ladder: try a drafter's longer cap only after its next shorter one has done at least as well as plain
+            decoding (the arm of cap 0; where there is none, after it has been tried).
     """
 
-    def __init__(self, caps: Sequence[Arm], c: float = 0.2) -> None:
+    def __init__(self, caps: Sequence[Arm], c: float = 0.2, *, horizon: int = 8, ladder: bool = True) -> None:
         self.caps = [tuple(int(v) for v in x) if isinstance(x, tuple) else int(x) for x in caps]
         if not self.caps or len(set(self.caps)) != len(self.caps) or min(_cap(x) for x in self.caps) < 0:
             raise SettingsError(f"caps must be distinct draft-token counts >= 0 (or distinct (drafter, cap) pairs), "
                                 f"got {list(caps)}")
-        self.c = float(c)
+        if horizon < 0:
+            raise SettingsError(f"horizon is a number of pulls >= 0 (0: no discounting), got {horizon}")
+        self.c, self.horizon, self.ladder = float(c), int(horizon), bool(ladder)
+        self._below = [self._shorter(a) for a in range(len(self.caps))]  # the arm each arm's ladder rests on
         self.counts = [0] * len(self.caps)
         self.tokens = [0.0] * len(self.caps)  # committed by each arm's steps
         self.seconds = [0.0] * len(self.caps)  # those steps' wall time
@@ -75,23 +92,42 @@ class GoodputBandit:
     def _value(self, arm: int) -> float:
         return self.tokens[arm] / max(self.seconds[arm], 1e-9)
 
+    def _shorter(self, arm: int) -> int | None:
+        """The arm of the same drafter with the next shorter cap above 0 (None: ``arm`` is a drafter's shortest)."""
+        key = self.caps[arm]
+        same = [a for a, other in enumerate(self.caps) if 0 < _cap(other) < _cap(key)
+                and (not isinstance(key, tuple) or other[0] == key[0])]
+        return max(same, key=lambda a: _cap(self.caps[a])) if same else None
+
+    def _open(self, arm: int) -> bool:
+        """Whether ``arm`` may be pulled now (the ladder: see the class docstring)."""
+        below = self._below[arm]
+        if not self.ladder or self.counts[arm] or below is None:
+            return True
+        if not self.counts[below]:
+            return False
+        plain = [a for a, x in enumerate(self.caps) if _cap(x) == 0 and self.counts[a]]
+        return not plain or self._value(below) >= self._value(plain[0])
+
     def choose(self) -> Arm:
         tried = [self._value(a) for a, n in enumerate(self.counts) if n]
         scale = max(tried) if tried and max(tried) > 0 else 1.0
-        sums = [self._value(a) * n / scale for a, n in enumerate(self.counts)]  # UCB1 reads value x pulls
-        return self.caps[ucb1_choice(self.counts, sums, self.c)]
+        arms = [a for a in range(len(self.caps)) if self._open(a)]
+        sums = [self._value(a) * self.counts[a] / scale for a in arms]  # UCB1 reads value x pulls
+        return self.caps[arms[ucb1_choice([self.counts[a] for a in arms], sums, self.c)]]
 
     def update(self, cap: Arm, committed: float, seconds: float) -> None:
         arm = self.caps.index(tuple(int(v) for v in cap) if isinstance(cap, tuple) else int(cap))
+        keep = 1.0 - 1.0 / self.horizon if self.horizon else 1.0  # the arm's earlier pulls, discounted
         self.counts[arm] += 1
-        self.tokens[arm] += float(committed)
-        self.seconds[arm] += max(float(seconds), 1e-9)
+        self.tokens[arm] = keep * self.tokens[arm] + float(committed)
+        self.seconds[arm] = keep * self.seconds[arm] + max(float(seconds), 1e-9)
 
     def seeded(self) -> GoodputBandit:
         """A new bandit over the same arms that starts from this one's values, each counted as one pull of one
         second: what :meth:`~leap.core.decoding.batch.BatchDecoder.policy` gives a batch with a new number of rows,
         so that the exploration of many arms (a drafter search) is paid once per run, not once per row count."""
-        other = GoodputBandit(self.caps, self.c)
+        other = GoodputBandit(self.caps, self.c, horizon=self.horizon, ladder=self.ladder)
         for arm, n in enumerate(self.counts):
             if n:
                 other.counts[arm], other.tokens[arm], other.seconds[arm] = 1, self._value(arm), 1.0

@@ -249,3 +249,53 @@ def test_with_several_drafters_a_batch_begins_only_the_drafters_it_drafts_with(t
     session.step(2, 1)
     session.step(2, 1)
     assert _Counted.begun == len(batch)
+
+
+class _SlowBegin(_NearOracle):
+    """A good drafter whose rows take 0.3 s to begin (a llama.cpp context, a prompt taken in)."""
+
+    name = "slow-begin"
+
+    def begin(self, prompt):
+        import time
+
+        time.sleep(0.3 / 2)  # two rows below
+        super().begin(prompt)
+
+
+def test_the_bandit_judges_a_drafters_steps_without_the_one_time_cost_of_beginning_its_rows(tiny_llama, monkeypatch):
+    """Beginning a drafter's rows is paid once a batch, in its first step with it: the step's wall time includes it
+    (the batch's clock does), the bandit's reward does not - otherwise that first step alone decided that the drafter
+    loses (on the default model: lowbit's first step at B = 4 took 0.58 s against 0.2 s for every later one)."""
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    batch, max_new = [[5, 9, 14, 7, 9, 14], [6, 6, 8, 11, 6, 8, 11]], 10
+    _NearOracle.reference = {tuple(p): _alone(tiny_llama, p, max_new).token_ids + [0] * 20 for p in batch}
+    seen = []
+    update = GoodputBandit.update
+    monkeypatch.setattr(GoodputBandit, "update",
+                        lambda self, arm, committed, seconds: (seen.append((arm, seconds)), update(self, arm, committed, seconds)))
+    session = BatchDecoder(tiny_llama, [(_Wrong, {}), (_SlowBegin, {})], num_tokens="auto").start(batch, max_new_tokens=max_new)
+    _, wall = session.step(2, 1)
+    assert wall >= 0.3 and session.begin_s >= 0.3 and wall - session.begin_s < 0.25
+    BatchDecoder(tiny_llama, [(_Wrong, {}), (_SlowBegin, {})], num_tokens="auto", caps=(0, 2)).generate(
+        batch, max_new_tokens=max_new)
+    first = next(s for arm, s in seen if arm == (1, 2))
+    assert first < 0.25  # the begin is not in the arm's reward
+
+
+def test_cascade_rows_left_to_lowbit_draft_together_and_stay_lossless(tiny_llama, monkeypatch):
+    """``cascade``'s rows in a batch: where the model-free part has no long draft, the low-bit parts of all such rows
+    draft in one :meth:`LowBit.propose_rows` (one pass per depth) instead of one row after another, and every row is
+    its prompt decoded alone."""
+    from leap.core.drafters.lowbit import LowBit
+
+    together = []
+    propose_rows = LowBit.propose_rows.__func__
+    monkeypatch.setattr(LowBit, "propose_rows", classmethod(
+        lambda cls, rows, tokens, max_tokens: (together.append(len(rows)), propose_rows(cls, rows, tokens, max_tokens))[1]))
+    prompts = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [14, 15, 16, 17, 18, 19, 20, 21]]
+    out = BatchDecoder(tiny_llama, "cascade", num_tokens=4, drafter_kwargs={"then_backend": "torch-int8"}).generate(
+        prompts, max_new_tokens=12)
+    assert [r.token_ids for r in out.rows] == [_alone(tiny_llama, p, 12).token_ids for p in prompts]
+    assert together and max(together) == len(prompts)  # the rows drafted together, not one by one

@@ -45,7 +45,7 @@ def test_drafter_arms_pair_every_drafter_with_every_cap_and_keep_one_plain_arm()
 def test_a_seeded_bandit_holds_each_tried_arms_mean_as_one_pull():
     from leap.core.policies.batch_caps import GoodputBandit
 
-    bandit = GoodputBandit((0, 2, 4))
+    bandit = GoodputBandit((0, 2, 4), horizon=0)
     for cap, goodput in ((0, 10.0), (0, 12.0), (4, 20.0)):
         bandit.update(cap, committed=goodput, seconds=1.0)
     seeded = bandit.seeded()
@@ -56,8 +56,47 @@ def test_a_seeded_bandit_holds_each_tried_arms_mean_as_one_pull():
 def test_an_arms_goodput_is_its_tokens_over_its_seconds_not_a_mean_of_step_ratios():
     from leap.core.policies.batch_caps import GoodputBandit
 
-    bandit = GoodputBandit((2, 4))
+    bandit = GoodputBandit((2, 4), horizon=0)
     bandit.update(4, committed=10, seconds=1.0)  # one quick step that committed much, one slow that committed none:
     bandit.update(4, committed=0, seconds=9.0)  # 10 tokens in 10 s (a mean of step ratios says 5 a second)
     bandit.update(2, committed=2, seconds=1.0)
     assert bandit.means() == {2: 2.0, 4: 1.0}
+
+
+def test_a_drafters_longer_cap_is_tried_only_where_its_shorter_cap_did_as_well_as_plain():
+    from leap.core.policies.batch_caps import GoodputBandit, drafter_arms
+
+    goodput = {(0, 0): 10, (0, 4): 6, (0, 16): 30, (1, 4): 14, (1, 16): 20}  # drafter 0 loses at 4 tokens
+    bandit = GoodputBandit(drafter_arms(2, (0, 4, 16)))
+    pulls = []
+    for _ in range(100):
+        arm = bandit.choose()
+        pulls.append(arm)
+        bandit.update(arm, committed=goodput[arm], seconds=1.0)
+    assert (0, 16) not in pulls  # its rung below lost to plain: never explored
+    assert pulls[:4] == [(0, 0), (0, 4), (1, 4), (1, 16)] and pulls[-50:].count((1, 16)) > 40
+    single = GoodputBandit((0, 2, 4, 8))  # one drafter: the same ladder over its caps
+    for cap, value in ((0, 10), (2, 12), (4, 9)):
+        single.update(cap, committed=value, seconds=1.0)
+    assert single._open(2) and not single._open(3)  # 8 waits: 4 did worse than plain
+
+
+def test_an_arms_value_follows_its_recent_steps_so_a_drafter_that_stops_paying_is_left():
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    def after_change(horizon):  # cap 4 copies a passage at first (30 a step), then the text moves on (5 a step)
+        bandit = GoodputBandit((0, 4), horizon=horizon)
+        for _ in range(40):
+            bandit.update(4, committed=30, seconds=1.0)
+        bandit.update(0, committed=10, seconds=1.0)
+        pulls = []
+        for _ in range(100):
+            arm = bandit.choose()
+            pulls.append(arm)
+            bandit.update(arm, committed={0: 10, 4: 5}[arm], seconds=1.0)
+        return pulls[-50:].count(0)
+
+    assert after_change(8) > 40
+    assert after_change(0) < 10  # an all-time ratio keeps the stale arm (what the discount is for)
+    with pytest.raises(SettingsError, match="horizon"):
+        GoodputBandit((0, 4), horizon=-1)
