@@ -1,9 +1,10 @@
 """The drafter search at batch level where nothing pays, on leap's own seed prompts 300+ (never Spec-Bench): B rows a
 batch, three batches (``--batches``), 128 new tokens, T = 0, after one warm-up batch of two prompts (8 tokens) per method, each method's
 whole call timed; throughput over plain batched decoding on the same batches. Methods: plain, the search
-(leap-drafters' batchable options, caps 0/4/16) without and with the loss budget (0.03, as leap-drafters runs it), and
-lowbit-auto (one drafter, the bandit over caps 0/2/4/8: the fixed choice the search has to match).
-Usage: python benchmarks/batch_search_seed.py [B] [--batches N] [--out FILE.json]"""
+(leap-drafters' batchable options, caps 0/4/16 or ``--caps``) without and with the loss budget (0.03, as leap-drafters runs it), the
+search with the budget over the options the shipped prior ranks (``memory=prior``: leap/data/search_memory, made on
+other seed prompts, 1500+), and lowbit-auto (one drafter, the bandit over caps 0/2/4/8: the fixed choice the search has to match).
+Usage: python benchmarks/batch_search_seed.py [B] [--batches N] [--caps 0,4,16] [--out FILE.json]"""
 
 from __future__ import annotations
 
@@ -16,24 +17,30 @@ from leap.core.decoding.batch import BatchDecoder
 from leap.core.runtime.provenance import provenance
 from leap.heads.prompts import seed_prompts
 from leap.search.drafter_space import DEFAULT_DRAFTERS, batch_options
+from leap.search.memory import memory_for
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("b", type=int, nargs="?", default=8)
     ap.add_argument("--batches", type=int, default=3)
+    ap.add_argument("--caps", default="0,4,16", help="the search's caps (lowbit-auto keeps 0, 2, 4, 8)")
     ap.add_argument("--out")
     args = ap.parse_args()
     b, model = args.b, load_model()
-    specs = [(o.name, o.kwargs) for o in batch_options(DEFAULT_DRAFTERS, model)]
+    caps = tuple(int(c) for c in args.caps.split(","))
+    options = batch_options(DEFAULT_DRAFTERS, model)
+    specs = [(o.name, o.kwargs) for o in options]
+    ranked = [(o.name, o.kwargs) for o in memory_for(model, persist=False, prior=True).rank_drafters(options)]
     prompts = [model.encode(p, chat=True) for p in seed_prompts(400)[300:300 + args.batches * b]]
     methods = {"plain": BatchDecoder(model, None),
-               "search": BatchDecoder(model, specs, num_tokens="auto", caps=(0, 4, 16)),
-               "search-loss-budget": BatchDecoder(model, specs, num_tokens="auto", caps=(0, 4, 16), loss_budget=0.03),
+               "search": BatchDecoder(model, specs, num_tokens="auto", caps=caps),
+               "search-loss-budget": BatchDecoder(model, specs, num_tokens="auto", caps=caps, loss_budget=0.03),
+               "search-prior": BatchDecoder(model, ranked, num_tokens="auto", caps=caps, loss_budget=0.03),
                "lowbit-auto": BatchDecoder(model, "lowbit", num_tokens="auto")}
     for decoder in methods.values():
         decoder.generate(prompts[:2], max_new_tokens=8)
-    record = {"batch_size": b, "prompts": "seed_prompts 300+", "provenance": provenance(model), "batches": []}
+    record = {"batch_size": b, "prompts": "seed_prompts 300+", "prior_ranked": [name for name, _ in ranked], "caps": caps, "provenance": provenance(model), "batches": []}
     totals = {name: [0.0, 0] for name in methods}
     for i in range(args.batches):
         for name, decoder in methods.items():

@@ -1,5 +1,5 @@
 """Where the drafter search at batch level spends its steps (issue 37): the batchable options of leap-drafters held by
-every row and the goodput bandit over (drafter, cap) arms, caps 0/4/16, on leap's own seed prompts 300+ (never
+every row and the goodput bandit over (drafter, cap) arms, caps 0/2/4/8/16 (leap-drafters' default), on leap's own seed prompts 300+ (never
 Spec-Bench), B rows a batch, three batches, 128 new tokens, T = 0. Prints each batch's time and, per arm, its steps,
 tokens, seconds and goodput, then the first 60 steps as (arm, cap, rows, tokens, seconds).
 Usage: python benchmarks/batch_search_steps.py [B]"""
@@ -22,7 +22,7 @@ def main() -> None:
     model = load_model()
     options = batch_options(DEFAULT_DRAFTERS, model)
     labels = [o.label for o in options]
-    decoder = BatchDecoder(model, [(o.name, o.kwargs) for o in options], num_tokens="auto", caps=(0, 4, 16))
+    decoder = BatchDecoder(model, [(o.name, o.kwargs) for o in options], num_tokens="auto", caps=(0, 2, 4, 8, 16))
     prompts = [model.encode(p, chat=True) for p in seed_prompts(400)[300:300 + 3 * b]]
     step, log = batch_session.BatchSession.step, []
 

@@ -169,7 +169,7 @@ class SearchMethod(BenchMethod):
                  seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
                  memory_horizon: int = 8, memory_recheck: int = 16, budget_s: float = 0.0,
                  give_up: int | None = None, favourite_first: bool = False,
-                 batch_caps: Sequence[int] | str = (0, 4, 16), **agent_kwargs: Any) -> None:
+                 batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory, memory_for
         from leap.search.runner import OnlineSearch, SearchSettings
@@ -215,20 +215,29 @@ class SearchMethod(BenchMethod):
     def run_batch(self, batch, *, max_new_tokens, temperature, seed):
         """The drafter search at batch level (issue 37): the batchable options (one per drafter,
         :func:`~leap.search.drafter_space.batch_options`) held by every row, and a goodput bandit over (drafter,
-        chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default 0, 4 and
-        16; ``--method-arg leap-drafters:batch_caps='0;8'``) are the caps, and the search's ``loss_budget`` holds per
-        batch (:class:`~leap.core.decoding.batch.BatchDecoder`'s). Layer options do not batch yet."""
+        chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default 0, 2, 4, 8
+        and 16, climbed as a ladder: :class:`~leap.core.policies.batch_caps.GoodputBandit`; ``--method-arg
+        leap-drafters:batch_caps='0;8'``) are the caps, and the search's ``loss_budget`` holds per
+        batch (:class:`~leap.core.decoding.batch.BatchDecoder`'s). Layer options do not batch yet. With a memory
+        (``memory=prior``, a FILE.json, persist), the drafters it remembers losing are left out and the best-remembered
+        come first (:meth:`~leap.search.memory.SearchMemory.rank_drafters`), so the bandit explores them first."""
         if self._batch is None:
+            from leap.core.drafters import drafters
             from leap.search.drafter_space import batch_options
 
             options = batch_options(self._options or (), self._model)
+            if options and self.memory is not None:
+                options = self.memory.rank_drafters(options, {o.label: drafters.get(o.name).fingerprint(
+                    self._model, **o.kwargs) for o in options})
             if not options:
                 return super().run_batch(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
             self._batch = BatchDecoder(self._model, [(o.name, o.kwargs) for o in options], num_tokens="auto",
                                        caps=self._batch_caps, loss_budget=self._loss_budget or None)
             self._batch_labels = [o.label for o in options]
         out = self._batch.generate(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-        return batch_result(out, self._batch_labels)
+        result = batch_result(out, self._batch_labels)
+        result.extra.update(batch_options=list(self._batch_labels), search_memory_at_start=self.memory_at_start)
+        return result
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
         res = self.runner.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)

@@ -209,8 +209,26 @@ class SearchMemory:
         ``fingerprints`` (label -> today's drafter fingerprint), options whose drafter changed are forgotten first."""
         if fingerprints:
             self.forget_changed(fingerprints)
-        seen = {o.label: self.stats[o.label]["mean"] for o in options
-                if o.label in self.stats and self._counts(self.stats[o.label])}
+        return self._ranked(options, {o.label: self.stats[o.label]["mean"] for o in options
+                                      if o.label in self.stats and self._counts(self.stats[o.label])})
+
+    def rank_drafters(self, options: Sequence[Any], fingerprints: dict[str, str] | None = None) -> tuple[Any, ...]:
+        """:meth:`prune` for options that stand for their whole drafter (objects with a ``name`` and a ``label``: the
+        drafter search at batch level, :func:`~leap.search.drafter_space.batch_options`, where a batch's chain length
+        is its bandit's cap, not the option's setting): each is judged by the best :meth:`expected` of any remembered
+        option of its drafter (what ``lowbit:num_tokens=14`` measured speaks for ``lowbit``)."""
+        if fingerprints:
+            self.forget_changed(fingerprints)
+        best: dict[str, float] = {}
+        for label, entry in self.stats.items():
+            if self._counts(entry):
+                name = label.split(":", 1)[0]
+                best[name] = max(best.get(name, entry["mean"]), entry["mean"])
+        return self._ranked(options, {o.label: best[o.name] for o in options if o.name in best})
+
+    def _ranked(self, options: Sequence[Any], seen: dict[str, float]) -> tuple[Any, ...]:
+        """``options`` less those whose remembered mean (``seen``, by label) is below ``keep`` (squared after a request
+        that did not pay) times the best's; the best first, those not remembered last."""
         if not seen:
             return tuple(options)
         best = max(seen.values())

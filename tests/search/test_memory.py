@@ -23,6 +23,18 @@ def test_options_that_keep_losing_are_pruned_and_unseen_ones_stay():
     assert set(SearchMemory(None).prune([B, A, C])) == {A, B, C}  # nothing seen: everything is searched
 
 
+def test_at_batch_level_a_drafter_is_ranked_by_the_best_remembered_option_of_it():
+    """The drafter search at batch level holds one option a drafter (its chain length is the bandit's cap): the
+    memory ranks ``lowbit`` by what ``lowbit:num_tokens=10`` measured, leaves out the drafters that keep losing and
+    keeps the ones it has not seen, last."""
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    for _ in range(2):
+        memory.observe({A.label: 2.0, B.label: 1.6, "cascade": 1.8}, A.label, 2.0)
+    lowbit, stand, cascade, lookup = (parse_option(x) for x in ("lowbit", "stand", "cascade", "prompt-lookup"))
+    assert memory.rank_drafters([stand, lookup, cascade, lowbit]) == (lowbit, cascade, lookup)
+    assert memory.prune([stand, lookup, cascade, lowbit]) == (cascade, stand, lookup, lowbit)  # by label: no lowbit
+
+
 def test_one_request_is_not_enough_to_prune():
     memory = SearchMemory(None, min_requests=2)
     memory.observe({A.label: 2.0, B.label: 0.5}, A.label, 2.0)
