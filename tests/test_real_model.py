@@ -29,7 +29,10 @@ def _prompts():
 
 @pytest.fixture(scope="module")
 def smollm2():
-    return load_model("smollm2")
+    # float32 wherever the suite runs: on a GPU machine load_model's auto dtype is bfloat16, whose greedy output may
+    # differ from plain decoding at near-ties (reported as an identity rate, not asserted); on an H100 these tests
+    # failed there for that reason alone (docs/data/gpu_h100/suite_f704694.txt)
+    return load_model("smollm2", dtype="float32")
 
 
 @pytest.mark.parametrize("prompt", _prompts())
