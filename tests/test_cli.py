@@ -265,3 +265,42 @@ def test_bench_batch_size_writes_one_record_a_batch(model_dir, tmp_path, capsys)
     assert main(["bench", "--model", model_dir, "--no-chat", "--prompts", str(prompts), "--batch-size", "0",
                  "--out", str(tmp_path / "zero"), "--quiet"]) == 2
     assert "batch_size" in capsys.readouterr().err
+
+
+def test_compare_says_where_outputs_differ_and_how_close_plain_decodings_choice_was(model_dir, capsys, monkeypatch):
+    """Greedy, `--compare` must not only say DIFFERENT: it names the first new token that differs and the plain
+    model's top-2 logit margin there (the brief: report the margin where outputs diverge), and says whether that is a
+    bug (float32) or a near-tie of a low-precision dtype. Here a planted acceptance bug (every draft kept) makes the
+    float32 output differ; the reported position is the first differing token, recomputed from the two outputs."""
+    from leap.core.decoding import session as session_module
+    from leap.core.verify.divergence import first_divergence
+
+    monkeypatch.setattr(session_module, "greedy_accept",
+                        lambda draft, logits: (len(draft), int(logits[len(draft)].argmax())))
+    args = ["generate", "w5 w6 w7", "--model", model_dir, "--no-chat", "--skip", "2,3", "--max-new-tokens", "12",
+            "--compare", "--repeats", "1", "--device", "cpu"]
+    assert main(args + ["--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["identical_to_plain"] is False
+    from leap.core import SelfSpecDecoder, load_model  # the position, recomputed from the two outputs
+
+    model = load_model(model_dir, device="cpu")
+    ids = model.encode("w5 w6 w7", chat=False)
+    plain = SelfSpecDecoder(model, None).generate(ids, max_new_tokens=12).token_ids
+    first = next(i for i, (a, b) in enumerate(zip(plain, record["token_ids"])) if a != b)
+    assert record["divergence"]["position"] == first and record["divergence"]["margin"] >= 0
+    assert record["divergence"] == first_divergence(model, ids, plain, record["token_ids"])
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert f"DIFFERENT at new token {first}" in err and "a bug in leap" in err
+
+
+def test_a_difference_in_a_low_precision_dtype_is_called_a_near_tie_and_in_float32_a_bug():
+    from types import SimpleNamespace
+
+    from leap.cli.generate import _difference
+
+    at = {"position": 3, "margin": 0.0625}
+    low = _difference(at, SimpleNamespace(dtype=torch.bfloat16))
+    assert "at new token 3" in low and "0.0625" in low and "near-tie" in low and "bug" not in low
+    assert "a bug in leap" in _difference(at, SimpleNamespace(dtype=torch.float32))

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from leap.core.runtime.provenance import provenance
+from leap.core.verify.divergence import first_divergence
 from leap.core.runtime.device import synchronize, wall_clock
 from leap.core.errors import SettingsError
 
@@ -107,21 +108,6 @@ def _peak_memory_gib(device: torch.device) -> float:
         return torch.cuda.max_memory_allocated(device) / 2**30
     scale = 2**20 if platform.system() == "Darwin" else 2**10  # ru_maxrss: bytes on macOS, KiB on Linux
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**30
-
-
-def _first_divergence(model, prompt: list[int], reference: list[int], other: list[int]) -> dict[str, Any] | None:
-    """Where ``other`` first leaves ``reference`` and the reference model's top-2 logit margin there."""
-    from leap.core.modeling.layers import LayerStack
-
-    n = next((i for i, (a, b) in enumerate(zip(reference, other)) if a != b), None)
-    if n is None:
-        return None
-    stack = LayerStack(model)
-    with torch.inference_mode():
-        ids = prompt + reference[:n]
-        hidden = stack.run_layers(stack.embed(ids), stack.full_plan, stack.new_cache(len(ids)), 0)
-        top = torch.topk(stack.logits(hidden[:, -1:])[0], 2).values.tolist()
-    return {"position": n, "margin": top[0] - top[1], "reference_token": reference[n], "token": other[n]}
 
 
 def _batch_path(model, prompt: list[int], settings: SmokeSettings, report: dict[str, Any]) -> None:
@@ -268,7 +254,7 @@ def run_smoke(settings: SmokeSettings, progress: Callable[[str], None] | None = 
         report["outputs_identical"][name] = same
         if not same:
             try:
-                report["divergence"][name] = _first_divergence(model, prompt, reference, tokens)
+                report["divergence"][name] = first_divergence(model, prompt, reference, tokens)
             except Exception as err:  # noqa: BLE001
                 report["divergence"][name] = {"error": str(err)}
     report["identical"] = bool(reference is not None and all(report["outputs_identical"].values())

@@ -177,6 +177,11 @@ def run(args: argparse.Namespace) -> int:
                       speedup_rounds=result.ratios, method_seconds=result.method_seconds,
                       plain_seconds=result.plain_seconds, identical_to_plain=result.identical, order=result.order,
                       call_time_s=result.method_seconds[-1])
+        if not result.identical and args.temperature == 0:  # where and how close: a near-tie, or a bug (float32)
+            from leap.core.verify.divergence import first_divergence
+
+            prompt = model.encode(args.prompt, chat=args.chat)
+            record["divergence"] = first_divergence(model, prompt, list(plain.token_ids), list(outcome.token_ids))
     else:
         from leap.core.runtime.device import wall_clock
 
@@ -218,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         if args.temperature > 0:  # two samples differ legitimately; the distribution is what is preserved
             same = "sampled: not compared (speculative sampling keeps the distribution, tested in the test suite)"
         else:
-            same = "identical" if record["identical_to_plain"] else "DIFFERENT (see docs on float16/bfloat16 ties)"
+            same = "identical" if record["identical_to_plain"] else _difference(record.get("divergence"), model)
         print(
             f"plain decoding: {record['plain_tokens_per_s']:.1f} tok/s; speedup {record['speedup']:.2f}x "
             f"(median of {len(record['speedup_rounds'])} interleaved rounds, whole calls timed; range "
@@ -226,6 +231,18 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _difference(divergence: dict | None, model) -> str:
+    """What ``--compare`` says where the method's tokens are not plain decoding's (T = 0)."""
+    where = "" if divergence is None else (
+        f" at new token {divergence['position']} (plain decoding's top-2 logit margin there: "
+        f"{divergence['margin']:.4g})")
+    if str(model.dtype) == "torch.float32":
+        return (f"DIFFERENT{where}: in float32 greedy speculation must be token-identical to plain decoding - a bug "
+                f"in leap; please report it with this command")
+    return (f"DIFFERENT{where}: in {str(model.dtype).replace('torch.', '')} the verification's batched sums can "
+            f"break a near-tie the other way (a small margin says so); --dtype float32 is token-identical")
 
 
 def _check_settings(args: argparse.Namespace) -> None:
