@@ -299,3 +299,16 @@ def test_cascade_rows_left_to_lowbit_draft_together_and_stay_lossless(tiny_llama
         prompts, max_new_tokens=12)
     assert [r.token_ids for r in out.rows] == [_alone(tiny_llama, p, 12).token_ids for p in prompts]
     assert together and max(together) == len(prompts)  # the rows drafted together, not one by one
+
+
+def test_the_loss_budget_does_not_count_beginning_a_drafters_rows_as_a_loss(tiny_llama):
+    """Losing cheaply judges the drafted steps against plain ones; beginning a drafter's rows (0.3 s here, far above
+    this batch's budget) is paid once a batch, as the prefill is, and must not switch off a drafter that pays."""
+    batch, max_new = [[5, 9, 14, 7, 9, 14], [6, 6, 8, 11, 6, 8, 11]], 14
+    alone = [_alone(tiny_llama, p, max_new).token_ids for p in batch]
+    _NearOracle.reference = {tuple(p): a + [0] * 20 for p, a in zip(batch, alone)}
+    decoder = BatchDecoder(tiny_llama, [(_Wrong, {}), (_SlowBegin, {})], num_tokens="auto", caps=(0, 2),
+                           loss_budget=0.03)
+    out = decoder.generate(batch, max_new_tokens=max_new)
+    assert [r.token_ids for r in out.rows] == alone
+    assert sum(1 for c, d in zip(out.caps, out.drafters) if c and d == 1) > 1  # still drafting after its begin
