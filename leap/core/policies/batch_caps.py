@@ -88,7 +88,6 @@ class GoodputBandit:
         self.counts = [0] * len(self.caps)
         self.tokens = [0.0] * len(self.caps)  # committed by each arm's steps
         self.seconds = [0.0] * len(self.caps)  # those steps' wall time
-        self.own = [0] * len(self.caps)  # pulls measured by this bandit (a seeded one starts with none: seeded())
 
     def _value(self, arm: int) -> float:
         return self.tokens[arm] / max(self.seconds[arm], 1e-9)
@@ -121,21 +120,19 @@ class GoodputBandit:
         arm = self.caps.index(tuple(int(v) for v in cap) if isinstance(cap, tuple) else int(cap))
         keep = 1.0 - 1.0 / self.horizon if self.horizon else 1.0  # the arm's earlier pulls, discounted
         self.counts[arm] += 1
-        self.own[arm] += 1
         self.tokens[arm] = keep * self.tokens[arm] + float(committed)
         self.seconds[arm] = keep * self.seconds[arm] + max(float(seconds), 1e-9)
 
     def best(self, plain: Arm, margin: float = 0.0) -> Arm:
-        """The arm of highest value among those this bandit has pulled itself (a seeded value is another row count's
-        measurement, not this one's) where it beats ``plain``'s value by more than ``margin`` (a share), else ``plain``
-        (also where plain is not measured yet): what a batch that has spent its loss budget drafts with, exploring
+        """The tried arm of highest value where it beats ``plain``'s value by more than ``margin`` (a share), else
+        ``plain`` (also where plain is untried): what a batch that has spent its loss budget drafts with, exploring
         no more (:meth:`~leap.core.decoding.batch.BatchDecoder.generate`). Its pulls keep updating its value, so an
         arm that stops paying falls back below plain's and plain decoding takes over."""
-        own = {c: self._value(a) for a, c in enumerate(self.caps) if self.own[a]}  # measured here, not seeded
-        base = own.get(tuple(plain) if isinstance(plain, tuple) else int(plain))
+        means = self.means()
+        base = means.get(tuple(plain) if isinstance(plain, tuple) else int(plain))
         if base is None:
             return plain
-        arm, value = max(own.items(), key=lambda kv: kv[1])
+        arm, value = max(means.items(), key=lambda kv: kv[1])
         return arm if value > base * (1.0 + margin) else plain
 
     def seeded(self) -> GoodputBandit:
