@@ -82,11 +82,9 @@ class BatchDecoder:
         loss_budget: losing cheaply, per batch (``num_tokens="auto"``, 0 among ``caps``): once the batch's drafted
             steps have cost more than ``loss_budget`` of its plain time beyond what plain steps would have taken
             for the same tokens (a plain step's time per row count from the bandit's plain arm; beginning a drafter's
-            rows, paid once a batch, is not a step's loss: :attr:`BatchSession.begin_s`), the batch stops exploring:
-            the rest of it drafts with the best arm measured so far where that beats plain decoding by more than
-            ``loss_budget`` (:meth:`~leap.core.policies.batch_caps.GoodputBandit.best`), else decodes plainly. After
-            ``n`` batches in a row that end with more lost than the budget, the next ``2 ** (n - 1)`` batches do not
-            explore (as a single request's search skips itself: :mod:`leap.search.runner`). None: off.
+            rows, paid once a batch, is not a step's loss: :attr:`BatchSession.begin_s`), the rest of the
+            batch decodes plainly, and after ``n`` such batches in a row the next ``2 ** (n - 1)`` batches do not
+            draft at all (as a single request's search skips itself: :mod:`leap.search.runner`). None: off.
         compact_min, compact_share: pack the rows' valid slots to the front once more than ``max(compact_min,
             compact_share * slots)`` slots are holes (attention over holes costs time; packing costs a copy of the
             cache); ``0, 0`` packs after every step that leaves a hole.
@@ -180,30 +178,26 @@ class BatchDecoder:
         session = self.start(prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
         guard = self.loss_budget is not None
         plain_arm = (0, 0) if len(self.specs) > 1 else 0
-        explore = not (guard and self._skips_left > 0)  # an earlier batch in a row tripped the budget: no exploring
-        self._skips_left -= int(not explore)
-        lost, budget, drafted = 0.0, None, False
+        off = guard and self._skips_left > 0  # an earlier batch in a row tripped the budget: no drafting now
+        self._skips_left -= int(off)
+        lost, budget = 0.0, None
         while not session.done:
             rows = len(session.active)
             policy = self.policy(rows)
-            # exploring, or (budget spent) the best arm measured so far where it beats plain by more than the budget's
-            # share - a batch that loses its budget exploring still drafts with what it found to pay
-            arm = policy.choose() if explore else policy.best(plain_arm, self.loss_budget or 0.0)
+            arm = plain_arm if off else policy.choose()
             drafter, cap = arm if isinstance(arm, tuple) else (0, arm)  # (drafter, cap) with several drafters
             committed, seconds = session.step(cap, drafter)
             # goodput per row: the same choices within one row count, and values a policy seeded from another row
             # count can compare with its own (whole-batch goodput shrinks as rows leave, which would drag the arm
             # pulled most below the seeded ones); the seconds without beginning the drafter's rows (paid once a batch:
-            # an arm judged by its first step with it would never be pulled again), and so is the loss below
+            # an arm judged by its first step with it would never be pulled again), which the loss budget does count
             policy.update(arm, committed / rows, seconds - session.begin_s)
             plain = policy.means().get(plain_arm) if guard else None  # a plain step's tokens per row per second
-            if plain and cap:
+            if plain and not off:
                 budget = budget or self.loss_budget * max_new_tokens / plain  # of the batch's plain time
                 lost += seconds - session.begin_s - committed / rows / plain
-                drafted = True
-                explore = explore and lost <= budget
-        if guard and drafted:  # a batch that drafted: did it lose more than its budget in the end?
-            tripped = lost > budget
-            self._fruitless = self._fruitless + 1 if tripped else 0
-            self._skips_left = 2 ** (self._fruitless - 1) if tripped else 0
+                off = lost > budget
+        if guard and budget is not None:  # a batch that drafted: did it trip?
+            self._fruitless = self._fruitless + 1 if off else 0
+            self._skips_left = 2 ** (self._fruitless - 1) if off else 0
         return session.outcome()

@@ -123,18 +123,6 @@ class GoodputBandit:
         self.tokens[arm] = keep * self.tokens[arm] + float(committed)
         self.seconds[arm] = keep * self.seconds[arm] + max(float(seconds), 1e-9)
 
-    def best(self, plain: Arm, margin: float = 0.0) -> Arm:
-        """The tried arm of highest value where it beats ``plain``'s value by more than ``margin`` (a share), else
-        ``plain`` (also where plain is untried): what a batch that has spent its loss budget drafts with, exploring
-        no more (:meth:`~leap.core.decoding.batch.BatchDecoder.generate`). Its pulls keep updating its value, so an
-        arm that stops paying falls back below plain's and plain decoding takes over."""
-        means = self.means()
-        base = means.get(tuple(plain) if isinstance(plain, tuple) else int(plain))
-        if base is None:
-            return plain
-        arm, value = max(means.items(), key=lambda kv: kv[1])
-        return arm if value > base * (1.0 + margin) else plain
-
     def seeded(self) -> GoodputBandit:
         """A new bandit over the same arms that starts from this one's values, each counted as one pull of one
         second: what :meth:`~leap.core.decoding.batch.BatchDecoder.policy` gives a batch with a new number of rows,
