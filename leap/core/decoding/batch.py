@@ -190,7 +190,7 @@ class BatchDecoder:
             # goodput per row: the same choices within one row count, and values a policy seeded from another row
             # count can compare with its own (whole-batch goodput shrinks as rows leave, which would drag the arm
             # pulled most below the seeded ones); the seconds without beginning the drafter's rows (paid once a batch:
-            # an arm judged by its first step with it would never be pulled again), which the loss budget does count
+            # an arm judged by its first step with it would never be pulled again); the loss below leaves them out too
             policy.update(arm, committed / rows, seconds - session.begin_s)
             plain = policy.means().get(plain_arm) if guard else None  # a plain step's tokens per row per second
             if plain and not off:
