@@ -130,6 +130,12 @@ def test_calibrate_prints_and_caches_the_costs(model_dir, capsys, tmp_path, monk
     assert main(["calibrate", "--model", model_dir]) == 0
     out = capsys.readouterr().out
     assert "verification c(k)" in out and "per layer pass" in out and "trees planned up to" in out
+    assert "rows:" not in out  # batch sizes only when asked (or on first batched use)
+    assert main(["calibrate", "--model", model_dir, "--batch-sizes", "2,4"]) == 0
+    out = capsys.readouterr().out
+    assert "2 rows: one token a row costs" in out and "4 rows:" in out and "in plain steps of 4 rows: 1:" in out
+    assert main(["calibrate", "--model", model_dir, "--batch-sizes", "two"]) == 2
+    assert "--batch-sizes" in capsys.readouterr().err
 
 
 def test_compare_rounds_start_from_the_memory_as_it_was_and_it_learns_once(model_dir, capsys, tmp_path,

@@ -29,7 +29,8 @@ Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VA
 Batches (``leap bench --batch-size B``, issue 37): :meth:`BenchMethod.run_batch` decodes B prompts together;
 ``ar`` and the drafters without layers can (:class:`leap.core.decoding.batch.BatchDecoder`), with
 ``batch_cap=N|auto`` the draft tokens per row and step (auto: a bandit over caps, 0 included, rewarded by the
-batch's measured goodput); ``leap-drafters`` runs the drafter search at batch level (its batchable options held by
+batch's measured goodput; ``batch_screen=false`` opens its longer caps by the ladder alone, not the cost model);
+``leap-drafters`` runs the drafter search at batch level (its batchable options held by
 every row, a goodput bandit over (drafter, cap) arms, :meth:`SearchMethod.run_batch`); every other method refuses,
 and the harness records that as a failure.
 """
@@ -169,7 +170,8 @@ class SearchMethod(BenchMethod):
                  seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
                  memory_horizon: int = 8, memory_recheck: int = 16, budget_s: float = 0.0,
                  give_up: int | None = None, favourite_first: bool = False,
-                 batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), **agent_kwargs: Any) -> None:
+                 batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool = True,
+                 **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory, memory_for
         from leap.search.runner import OnlineSearch, SearchSettings
@@ -180,6 +182,7 @@ class SearchMethod(BenchMethod):
         self._model, self._options, self._batch, self._batch_labels = model, drafters, None, []  # run_batch's
         self._batch_caps = tuple(int(c) for c in (batch_caps.split(";") if isinstance(batch_caps, str) else batch_caps))
         self._loss_budget = options.loss_budget if loss_budget is None else float(loss_budget)  # per batch too
+        self._batch_screen = bool(batch_screen)
         if memory not in ("fresh", "prior", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start of the run, kept across its "
                                 f"prompts), prior (the same, started from the prior leap ships for the model: "
@@ -217,7 +220,8 @@ class SearchMethod(BenchMethod):
         :func:`~leap.search.drafter_space.batch_options`) held by every row, and a goodput bandit over (drafter,
         chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default 0, 2, 4, 8
         and 16, climbed as a ladder: :class:`~leap.core.policies.batch_caps.GoodputBandit`; ``--method-arg
-        leap-drafters:batch_caps='0;8'``) are the caps, and the search's ``loss_budget`` holds per
+        leap-drafters:batch_caps='0;8'``) are the caps, a drafter's untried caps are screened by the cost model
+        (``batch_screen``, on; false: the ladder alone), and the search's ``loss_budget`` holds per
         batch (:class:`~leap.core.decoding.batch.BatchDecoder`'s). Layer options do not batch yet. With a memory
         (``memory=prior``, a FILE.json, persist), the drafters it remembers losing are left out and the best-remembered
         come first (:meth:`~leap.search.memory.SearchMemory.rank_drafters`), so the bandit explores them first."""
@@ -232,7 +236,8 @@ class SearchMethod(BenchMethod):
             if not options:
                 return super().run_batch(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
             self._batch = BatchDecoder(self._model, [(o.name, o.kwargs) for o in options], num_tokens="auto",
-                                       caps=self._batch_caps, loss_budget=self._loss_budget or None)
+                                       caps=self._batch_caps, loss_budget=self._loss_budget or None,
+                                       screen=self._batch_screen)
             self._batch_labels = [o.label for o in options]
         out = self._batch.generate(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         result = batch_result(out, self._batch_labels)
@@ -376,10 +381,11 @@ def make_method(name: str, model: LeapModel, options: BenchOptions = BenchOption
         if layer_config is None and name == "layer-skip":
             raise SettingsError("layer-skip needs a configuration: --method-arg layer-skip:config=skip=5-7")
         cap = _batch_cap(kwargs.pop("batch_cap", 16))
+        screen = bool(kwargs.pop("batch_screen", True))  # batch_cap=auto: caps screened by the cost model
         decoder = SelfSpecDecoder(model, layer_config, policy, drafter=name, drafter_kwargs=kwargs,
                                   tree_verify=tree_verify)
         batch = None
         if layer_config is None and batch_refusal(drafters.get(name)) is None:
-            batch = BatchDecoder(model, name, drafter_kwargs=kwargs, num_tokens=cap)
+            batch = BatchDecoder(model, name, drafter_kwargs=kwargs, num_tokens=cap, screen=screen)
         return DecoderMethod(name, decoder, batch)
     raise UnknownNameError(f"unknown benchmark method {name!r}; known: {', '.join(method_names())}")

@@ -14,13 +14,22 @@ def add_parser(sub) -> None:
     add_model_args(ca)
     ca.add_argument("--refresh", action="store_true", help="measure again even if a cached calibration exists")
     ca.add_argument("--json", action="store_true", help="print the calibration as one JSON object")
+    ca.add_argument("--batch-sizes", default="",
+                    help="also measure batched verification at these row counts, e.g. 2,4,8 (issue 37: where it turns "
+                         "compute-bound; `leap bench --batch-size` measures them on first use)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from leap.core.decoding.calibrate import calibration_for
+    from leap.core.decoding.calibrate import batch_calibration_for, calibration_for
+    from leap.core.errors import SettingsError
 
     model = load_for(args)
-    costs = calibration_for(model, refresh=args.refresh)
+    try:
+        sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    except ValueError:
+        raise SettingsError(f"--batch-sizes takes row counts separated by commas, e.g. 2,4,8; got {args.batch_sizes!r}") from None
+    costs = (batch_calibration_for(model, sizes, refresh=args.refresh) if sizes
+             else calibration_for(model, refresh=args.refresh))
     if args.json:
         print(json.dumps(costs.to_dict()))
         return 0
@@ -36,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"draft: {costs.layer_cost:.4f} per layer pass, {costs.head_cost:.4f} per token beyond layers "
           "(embedding, norm, LM head, overhead); one-token draft forward by executed layers: "
           + ", ".join(f"{n}: {v:.2f}" for n, v in costs.draft_curve.items()))
+    for rows, curve in sorted(costs.batch_curves.items()):
+        one = curve[min(curve)]
+        print(f"{rows} rows: one token a row costs {one:.2f} one-row steps; verifying chains of k draft tokens, in plain "
+              f"steps of {rows} rows: " + ", ".join(f"{q - 1}: {v / one:.2f}" for q, v in sorted(curve.items()) if q > 1))
     print("model-free drafters' overhead per step: "
           + ", ".join(f"{n}: {v:.4f}" for n, v in costs.drafter_overhead.items()))
     return 0

@@ -88,12 +88,16 @@ class BatchDecoder:
         compact_min, compact_share: pack the rows' valid slots to the front once more than ``max(compact_min,
             compact_share * slots)`` slots are holes (attention over holes costs time; packing costs a copy of the
             cache); ``0, 0`` packs after every step that leaves a hole.
+        screen: with ``num_tokens="auto"``, the bandit opens a drafter's untried caps by the cost model (the
+            acceptance and drafting seconds its pulled caps measured, verification's cost per batch size from
+            calibration: :func:`~leap.core.decoding.calibrate.batch_calibration_for`, measured on first use and
+            cached) instead of by the ladder's rule; False: the ladder alone (the ablation).
     """
 
     def __init__(self, model: LeapModel, drafter: str | type[Drafter] | None = None, *,
                  drafter_kwargs: dict | None = None, num_tokens: int | str = 16,
                  caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
-                 compact_share: float = 0.5, loss_budget: float | None = None) -> None:
+                 compact_share: float = 0.5, loss_budget: float | None = None, screen: bool = True) -> None:
         from leap.core.drafters import drafters
 
         self.model, self.stack = model, LayerStack(model)
@@ -118,7 +122,7 @@ class BatchDecoder:
         self.caps = tuple(int(c) for c in caps)
         if loss_budget is not None and (num_tokens != "auto" or 0 not in self.caps):
             raise SettingsError("loss_budget needs num_tokens='auto' with 0 (a plain step) among the caps")
-        self.loss_budget = loss_budget
+        self.loss_budget, self.screen = loss_budget, bool(screen) and num_tokens == "auto"
         self._fruitless, self._skips_left = 0, 0  # batches in a row that tripped the loss budget; batches to skip
 
     def _rows(self, which: int, prompts: list[list[int]], settings: SamplingSettings, caches: Sequence) -> list[Drafter]:
@@ -166,11 +170,23 @@ class BatchDecoder:
         if self.num_tokens != "auto":
             policy = FixedCap(int(self.num_tokens))
         elif self._policies:  # a new row count starts from what the closest one measured
-            policy = self._policies[min(self._policies, key=lambda n: (abs(n - rows), n))].seeded()
+            policy = self._policies[min(self._policies, key=lambda n: (abs(n - rows), n))].seeded(self._verify_cost(rows))
         else:
-            policy = GoodputBandit(drafter_arms(len(self.specs), self.caps) if len(self.specs) > 1 else self.caps)
+            policy = GoodputBandit(drafter_arms(len(self.specs), self.caps) if len(self.specs) > 1 else self.caps,
+                                   verify_cost=self._verify_cost(rows))
         self._policies[rows] = policy
         return policy
+
+    def _verify_cost(self, rows: int):
+        """``q ->`` a verification over ``q`` tokens a row at ``rows`` rows, in the calibration's units (None without
+        the screen); batch sizes are measured once, on first use (2, 4 and 8 rows, and more where a batch is larger),
+        and interpolated between."""
+        if not self.screen:
+            return None
+        from leap.core.decoding.calibrate import batch_calibration_for
+
+        costs = batch_calibration_for(self.model, sorted({2, 4, 8} | ({rows} if rows > 8 else set())))
+        return lambda q: costs.verify_rows(rows, q)
 
     def generate(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128, temperature: float = 0.0,
                  top_p: float = 1.0, seed: int = 0) -> BatchOutcome:
@@ -191,7 +207,8 @@ class BatchDecoder:
             # count can compare with its own (whole-batch goodput shrinks as rows leave, which would drag the arm
             # pulled most below the seeded ones); the seconds without beginning the drafter's rows (paid once a batch:
             # an arm judged by its first step with it would never be pulled again); the loss below leaves them out too
-            policy.update(arm, committed / rows, seconds - session.begin_s)
+            policy.update(arm, committed / rows, seconds - session.begin_s, accepted=session.accepted / rows,
+                          draft_s=session.draft_s)
             plain = policy.means().get(plain_arm) if guard else None  # a plain step's tokens per row per second
             if plain and not off:
                 budget = budget or self.loss_budget * max_new_tokens / plain  # of the batch's plain time

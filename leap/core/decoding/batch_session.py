@@ -72,6 +72,9 @@ class BatchSession:
         #: drafter in this batch): part of the step's wall time, paid once per batch, so a cap policy rewards the
         #: step without it (a drafter whose rows cost a llama.cpp context to begin is not judged by that one step)
         self.begin_s = 0.0
+        #: the last step's drafting seconds (every row's chain) and draft tokens accepted over all rows: what a cap
+        #: policy's cost-model screen reads (:class:`~leap.core.policies.batch_caps.GoodputBandit`'s ``verify_cost``)
+        self.draft_s, self.accepted = 0.0, 0
 
     def _rows(self, which: int) -> list:
         """Drafter ``which``'s rows, made and begun on the prompts now if this batch has not drafted with it yet."""
@@ -134,7 +137,9 @@ class BatchSession:
     def _step(self, cap: int) -> int:
         model, stack, state, settings = self.model, self.stack, self.state, self.settings
         rows, tokens, active, drafters = self.rows, self.tokens, self.active, self.drafters
+        t_draft = time.perf_counter()
         drafts = self._draft(cap)
+        self.draft_s, self.accepted = time.perf_counter() - t_draft, 0
         q = 1 + max(len(d.tokens) for d in drafts)
         ids = torch.zeros(len(active), q, dtype=torch.long)
         pos = torch.zeros(len(active), q, dtype=torch.long)
@@ -159,6 +164,7 @@ class BatchSession:
                 q_rows = torch.stack(draft.q_rows) if draft.q_rows else row_logits[:0]
                 accepted, nxt = speculative_accept(draft.tokens, q_rows, target_probs(row_logits, settings),
                                                    self.generators[r])
+            self.accepted += accepted
             before = len(rows[r].token_ids)
             pending = tokens[r][-1]
             self._commit(rows[r], tokens[r], [*draft.tokens[:accepted], nxt])

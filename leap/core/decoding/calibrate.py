@@ -51,7 +51,11 @@ from leap.core.runtime.device import wall_clock
 from leap.core.modeling.model import LeapModel
 from leap.core.runtime.costs import DENSE_K, MAX_K, Calibration
 
-__all__ = ["Calibration", "calibrate", "calibration_for", "self_check", "calibration_key", "keeps_paying", "verify_grid", "MAX_K"]
+__all__ = ["Calibration", "calibrate", "calibration_for", "batch_calibration_for", "batch_curves", "self_check",
+           "calibration_key", "keeps_paying", "verify_grid", "MAX_K", "BATCH_TOKENS"]
+
+#: tokens per row at which a batch size's curve is measured: chains of 0, 1, 2, 4, 8 and 16 draft tokens verified
+BATCH_TOKENS = (1, 2, 3, 5, 9, 17)
 
 #: bumped when what :func:`calibrate` measures changes, so cached calibrations of an older kind are measured again
 CALIBRATION_SCHEMA = 2
@@ -235,6 +239,67 @@ def calibrate(model: LeapModel, *, context: int = 128, repeats: int = 5, max_k: 
     draft_curve = dict(zip(counts, ratios))
     return Calibration(calibration_key(model), step, curve, layer_cost, head_cost, overhead, context, draft_curve,
                        long_curve, long_context if long_curve else 0)
+
+
+def batch_curves(model: LeapModel, sizes: Sequence[int], *, context: int = 128, repeats: int = 5,
+                 tokens: Sequence[int] = BATCH_TOKENS, seed: int = 0) -> dict[int, dict[int, float]]:
+    """Issue 37's c(k) per batch size: for each of ``sizes`` (rows, > 1), a forward over that many rows of
+    ``tokens`` tokens each (the batched verification of :class:`~leap.core.decoding.batch_session.BatchSession`, after
+    ``context`` tokens per row), over a one-row one-token step timed alternately with it (as :func:`calibrate`'s
+    curve): where each ratio climbs past the row count times the tokens' share, verification has turned
+    compute-bound at that batch size."""
+    from leap.core.decoding.batch_state import BatchState
+    from leap.core.modeling.layers import LayerStack
+
+    stack, dev = LayerStack(model), model.device
+    gen = torch.Generator().manual_seed(seed)
+    top = max(tokens)
+    out: dict[int, dict[int, float]] = {}
+    with torch.inference_mode():
+        def state_for(rows: int):
+            state = BatchState(stack, rows, context + top + 1)
+            ids = torch.randint(0, model.vocab_size, (rows, context), generator=gen).to(dev)
+            state.forward(ids, torch.arange(context, device=dev).repeat(rows, 1),
+                          torch.ones(rows, context, dtype=torch.bool, device=dev))
+            return state
+
+        def forward(state, rows: int, q: int) -> None:
+            start = state.slots
+            ids = torch.randint(0, model.vocab_size, (rows, q), generator=gen).to(dev)
+            pos = torch.arange(context, context + q, device=dev).repeat(rows, 1)
+            stack.logits(state.forward(ids, pos, torch.ones(rows, q, dtype=torch.bool, device=dev)))
+            state.keep(start, [0] * rows)
+
+        one = state_for(1)
+        plain = lambda: forward(one, 1, 1)  # noqa: E731
+        plain()
+        for rows in sorted({int(b) for b in sizes if int(b) > 1}):
+            state = state_for(rows)
+            forward(state, rows, top)  # warm-up at this shape
+            out[rows] = {q: _interleaved(lambda q=q: forward(state, rows, q), plain, repeats, dev, [])
+                         for q in sorted({int(q) for q in tokens})}
+    return out
+
+
+def batch_calibration_for(model: LeapModel, sizes: Sequence[int], **kwargs: Any) -> Calibration:
+    """:func:`calibration_for`, with :func:`batch_curves` measured for the ``sizes`` it lacks (and kept in the
+    same cache file): what :class:`~leap.core.decoding.batch.BatchDecoder` asks for when its bandit screens chain
+    caps by the cost model, and ``leap calibrate --batch-sizes``."""
+    costs = calibration_for(model, **kwargs)
+    missing = sorted({int(b) for b in sizes if int(b) > 1} - set(costs.batch_curves))
+    if not missing:
+        return costs
+    print(f"leap: measuring batched verification at {', '.join(map(str, missing))} rows (first use; cached)",
+          file=sys.stderr, flush=True)
+    costs.batch_curves.update(batch_curves(model, missing, context=costs.context or 128))
+    if kwargs.get("cache", True):
+        path = _cache_file(calibration_key(model))
+        if path.is_file():  # only a calibration that was kept (one measured on a busy machine never is)
+            try:
+                path.write_text(json.dumps(costs.to_dict(), indent=1))
+            except OSError:
+                pass
+    return costs
 
 
 def _cache_file(key: dict[str, Any]) -> Path:

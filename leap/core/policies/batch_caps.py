@@ -19,13 +19,23 @@ tokens and seconds are discounted by ``1 - 1/horizon`` at each of its own pulls 
 leave, and a drafter that copies well early (prompt lookup over a repeated passage) stops doing so; an all-time
 ratio kept such an arm first long after its steps had stopped paying.
 
+**A cost-model screen** (with ``verify_cost``, issue 34's "a trial is first screened by the calibrated cost model
+with the acceptance measured so far", at batch level): once one of a drafter's caps has been pulled, each of its
+untried caps ``k`` is predicted - ``1 + a(k)`` tokens a row, ``a(k) = alpha + ... + alpha^k`` with the per-token
+acceptance ``alpha`` that explains the accepted drafts its pulled caps measured (a geometric chain), over a plain step's
+measured seconds times ``verify_cost(1 + k)`` (the calibrated cost of verifying ``1 + k`` tokens a row against one,
+at this batch's rows: :meth:`~leap.core.runtime.costs.Calibration.verify_rows`) plus ``k`` times its measured
+drafting seconds per chain position - and opened only where that beats plain decoding's measured goodput. It
+replaces the ladder's rule (the prediction may open a cap two rungs up, and closes a rung whose shorter cap paid
+only by noise in one step's goodput: acceptance is counted over every row, a goodput over one step's clock).
+
 Who calls what: :class:`leap.core.decoding.batch.BatchDecoder` calls :meth:`choose` before each step and
 :meth:`update` after it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from leap.core.errors import SettingsError
 from leap.core.ucb1 import ucb1_choice
@@ -44,7 +54,7 @@ class FixedCap:
     def choose(self) -> int:
         return self.cap
 
-    def update(self, cap: int, committed: int, seconds: float) -> None:
+    def update(self, cap: int, committed: int, seconds: float, **screen: float) -> None:
         pass
 
 
@@ -74,9 +84,14 @@ class GoodputBandit:
             seconds by ``1 - 1/horizon``); 0: all of them, undiscounted.
         ladder: try a drafter's longer cap only after its next shorter one has done at least as well as plain
             decoding (the arm of cap 0; where there is none, after it has been tried).
+        verify_cost: ``q -> `` the cost of a verification over ``q`` tokens a row against one token a row, at the
+            batch's rows (from calibration): screen a drafter's untried caps by the cost model instead of the
+            ladder's rule (module docstring); None: the ladder's rule. Needs :meth:`update`'s ``accepted`` and
+            ``draft_s``.
     """
 
-    def __init__(self, caps: Sequence[Arm], c: float = 0.2, *, horizon: int = 8, ladder: bool = True) -> None:
+    def __init__(self, caps: Sequence[Arm], c: float = 0.2, *, horizon: int = 8, ladder: bool = True,
+                 verify_cost: Callable[[int], float] | None = None) -> None:
         self.caps = [tuple(int(v) for v in x) if isinstance(x, tuple) else int(x) for x in caps]
         if not self.caps or len(set(self.caps)) != len(self.caps) or min(_cap(x) for x in self.caps) < 0:
             raise SettingsError(f"caps must be distinct draft-token counts >= 0 (or distinct (drafter, cap) pairs), "
@@ -88,6 +103,10 @@ class GoodputBandit:
         self.counts = [0] * len(self.caps)
         self.tokens = [0.0] * len(self.caps)  # committed by each arm's steps
         self.seconds = [0.0] * len(self.caps)  # those steps' wall time
+        self.verify_cost = verify_cost
+        self.steps = [0.0] * len(self.caps)  # discounted like tokens and seconds: the screen's statistics
+        self.accepted = [0.0] * len(self.caps)  # draft tokens accepted a row
+        self.draft_s = [0.0] * len(self.caps)  # drafting seconds
 
     def _value(self, arm: int) -> float:
         return self.tokens[arm] / max(self.seconds[arm], 1e-9)
@@ -104,10 +123,53 @@ class GoodputBandit:
         below = self._below[arm]
         if not self.ladder or self.counts[arm] or below is None:
             return True
+        plain = [a for a, x in enumerate(self.caps) if _cap(x) == 0 and self.counts[a]]
+        if self.verify_cost is not None and plain and self._measured(arm):
+            return self.predict(self.caps[arm]) >= self._value(plain[0])
         if not self.counts[below]:
             return False
-        plain = [a for a, x in enumerate(self.caps) if _cap(x) == 0 and self.counts[a]]
         return not plain or self._value(below) >= self._value(plain[0])
+
+    def _siblings(self, arm: int) -> list[int]:
+        """The pulled arms (cap > 0) of ``arm``'s drafter."""
+        key = self.caps[arm]
+        return [a for a, other in enumerate(self.caps) if self.counts[a] and _cap(other) > 0
+                and (not isinstance(key, tuple) or other[0] == key[0])]
+
+    def _measured(self, arm: int) -> bool:
+        return bool(self._siblings(arm))
+
+    def acceptance(self, arm: Arm) -> float:
+        """The per-token acceptance ``alpha`` of ``arm``'s drafter that explains the accepted drafts a row its pulled
+        caps measured under a geometric chain (bisection on ``sum_a steps_a * (alpha + ... + alpha^cap_a) =
+        sum_a accepted_a``), at most 0.99."""
+        arms = self._siblings(self.caps.index(arm))
+        target = sum(self.accepted[a] for a in arms)
+
+        def explained(alpha: float) -> float:
+            return sum(self.steps[a] * sum(alpha ** i for i in range(1, _cap(self.caps[a]) + 1)) for a in arms)
+
+        lo, hi = 0.0, 0.99
+        if explained(hi) <= target:
+            return hi
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if explained(mid) < target else (lo, mid)
+        return (lo + hi) / 2
+
+    def predict(self, arm: Arm) -> float:
+        """The cost model's goodput (tokens a row per second) of ``arm`` from what its drafter's pulled caps and the
+        plain arm measured (module docstring); needs ``verify_cost``, a pulled plain arm and a pulled cap of the
+        drafter."""
+        index = self.caps.index(arm)
+        plain = next(a for a, x in enumerate(self.caps) if _cap(x) == 0 and self.counts[a])
+        arms, k = self._siblings(index), _cap(arm)
+        alpha = self.acceptance(arm)
+        per_position = sum(self.draft_s[a] for a in arms) / max(sum(self.steps[a] * _cap(self.caps[a])
+                                                                   for a in arms), 1e-9)
+        step_s = 1.0 / max(self._value(plain), 1e-9)  # a plain step commits one token a row
+        seconds = step_s * self.verify_cost(1 + k) / self.verify_cost(1) + k * per_position
+        return (1.0 + sum(alpha ** i for i in range(1, k + 1))) / seconds
 
     def choose(self) -> Arm:
         tried = [self._value(a) for a, n in enumerate(self.counts) if n]
@@ -116,21 +178,30 @@ class GoodputBandit:
         sums = [self._value(a) * self.counts[a] / scale for a in arms]  # UCB1 reads value x pulls
         return self.caps[arms[ucb1_choice([self.counts[a] for a in arms], sums, self.c)]]
 
-    def update(self, cap: Arm, committed: float, seconds: float) -> None:
+    def update(self, cap: Arm, committed: float, seconds: float, *, accepted: float = 0.0,
+               draft_s: float = 0.0) -> None:
+        """One step of ``cap``: ``committed`` tokens a row in ``seconds``; for the screen, ``accepted`` draft tokens a
+        row and ``draft_s`` seconds of drafting."""
         arm = self.caps.index(tuple(int(v) for v in cap) if isinstance(cap, tuple) else int(cap))
         keep = 1.0 - 1.0 / self.horizon if self.horizon else 1.0  # the arm's earlier pulls, discounted
         self.counts[arm] += 1
         self.tokens[arm] = keep * self.tokens[arm] + float(committed)
         self.seconds[arm] = keep * self.seconds[arm] + max(float(seconds), 1e-9)
+        self.steps[arm] = keep * self.steps[arm] + 1.0
+        self.accepted[arm] = keep * self.accepted[arm] + float(accepted)
+        self.draft_s[arm] = keep * self.draft_s[arm] + float(draft_s)
 
-    def seeded(self) -> GoodputBandit:
+    def seeded(self, verify_cost: Callable[[int], float] | None = None) -> GoodputBandit:
         """A new bandit over the same arms that starts from this one's values, each counted as one pull of one
-        second: what :meth:`~leap.core.decoding.batch.BatchDecoder.policy` gives a batch with a new number of rows,
-        so that the exploration of many arms (a drafter search) is paid once per run, not once per row count."""
-        other = GoodputBandit(self.caps, self.c, horizon=self.horizon, ladder=self.ladder)
+        second (and its screen's statistics as one step): what :meth:`~leap.core.decoding.batch.BatchDecoder.policy`
+        gives a batch with a new number of rows, so that the exploration of many arms (a drafter search) is paid once
+        per run, not once per row count; ``verify_cost`` is the new row count's."""
+        other = GoodputBandit(self.caps, self.c, horizon=self.horizon, ladder=self.ladder, verify_cost=verify_cost)
         for arm, n in enumerate(self.counts):
             if n:
                 other.counts[arm], other.tokens[arm], other.seconds[arm] = 1, self._value(arm), 1.0
+                w = max(self.steps[arm], 1e-9)
+                other.steps[arm], other.accepted[arm], other.draft_s[arm] = 1.0, self.accepted[arm] / w, self.draft_s[arm] / w
         return other
 
     def means(self) -> dict[Arm, float]:

@@ -38,11 +38,18 @@ class Calibration:
     #: empty when only one context was measured. :meth:`verify` interpolates between the two by context.
     long_curve: dict[int, float] = field(default_factory=dict)
     long_context: int = 0
+    #: rows -> {tokens per row: a forward over that many rows of that many tokens each}, in plain steps of *one*
+    #: row (issue 37: where batched verification turns compute-bound); measured for the batch sizes asked
+    #: (:func:`leap.core.decoding.calibrate.batch_calibration_for`), empty until then. Row count 1 is
+    #: ``verify_curve``. :meth:`verify_rows` interpolates between the measured sizes.
+    batch_curves: dict[int, dict[int, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.verify_curve = {int(k): float(v) for k, v in self.verify_curve.items()}
         self.long_curve = {int(k): float(v) for k, v in self.long_curve.items()}
         self.draft_curve = {int(k): float(v) for k, v in self.draft_curve.items()}
+        self.batch_curves = {int(b): {int(k): float(v) for k, v in curve.items()}
+                             for b, curve in self.batch_curves.items()}
         if not self.verify_curve or self.step_s <= 0:
             raise ValueError("a calibration needs step_s > 0 and a verification curve")
 
@@ -56,6 +63,26 @@ class Calibration:
             return short
         w = min(max((int(context) - self.context) / (self.long_context - self.context), 0.0), 1.0)
         return short + w * (_on_curve(self.long_curve, tokens) - short) if w > 0 else short
+
+    def verify_rows(self, rows: int, tokens: int) -> float:
+        """A forward over ``rows`` rows of ``tokens`` tokens each, in plain steps of one row: measured batch sizes
+        (``batch_curves``, one row from ``verify_curve``) interpolated along the tokens on each, then linearly in
+        the rows between the two measured sizes around ``rows`` (extended linearly beyond the largest).
+        ``verify_rows(B, 1 + k) / verify_rows(B, 1)`` is what verifying chains of ``k`` costs against a plain step
+        of the same batch. Raises ``KeyError`` for ``rows > 1`` when no batch size was measured."""
+        rows = max(int(rows), 1)
+        curves = {1: self.verify_curve, **self.batch_curves}
+        if rows in curves:
+            return _on_curve(curves[rows], tokens)
+        if len(curves) < 2:
+            raise KeyError(f"no batch size measured: `leap calibrate --batch-sizes {rows}` measures it")
+        sizes = sorted(curves)
+        lo = max([b for b in sizes if b < rows] or sizes[:1])
+        hi = min([b for b in sizes if b > rows] or sizes[-1:])
+        if hi == lo:  # beyond the largest measured size: the last two, extended
+            lo, hi = sizes[-2], sizes[-1]
+        a, b = _on_curve(curves[lo], tokens), _on_curve(curves[hi], tokens)
+        return a + (b - a) * (rows - lo) / (hi - lo)
 
     @property
     def max_tree_nodes(self) -> int:
@@ -87,7 +114,7 @@ class Calibration:
         return cls(**{k: data[k] for k in ("key", "step_s", "verify_curve", "layer_cost", "head_cost")},
                    drafter_overhead=dict(data.get("drafter_overhead", {})), context=int(data.get("context", 0)),
                    draft_curve=dict(data.get("draft_curve", {})), long_curve=dict(data.get("long_curve", {})),
-                   long_context=int(data.get("long_context", 0)))
+                   long_context=int(data.get("long_context", 0)), batch_curves=dict(data.get("batch_curves", {})))
 
 
 def _on_curve(curve: dict[int, float], tokens: int) -> float:

@@ -195,7 +195,7 @@ def test_the_bandit_is_rewarded_per_row_so_row_counts_compare(tiny_llama, monkey
     from leap.core.policies.batch_caps import GoodputBandit
 
     seen = []
-    monkeypatch.setattr(GoodputBandit, "update", lambda self, arm, committed, seconds: seen.append(committed))
+    monkeypatch.setattr(GoodputBandit, "update", lambda self, arm, committed, seconds, **screen: seen.append(committed))
     BatchDecoder(tiny_llama, "suffix", num_tokens="auto", caps=(0,)).generate([[5, 9, 14], [6, 8]], max_new_tokens=6)
     assert seen and all(c == 1.0 for c in seen)
 
@@ -280,7 +280,8 @@ def test_the_bandit_judges_a_drafters_steps_without_the_one_time_cost_of_beginni
     seen = []
     update = GoodputBandit.update
     monkeypatch.setattr(GoodputBandit, "update",
-                        lambda self, arm, committed, seconds: (seen.append((arm, seconds)), update(self, arm, committed, seconds)))
+                        lambda self, arm, committed, seconds, **screen: (seen.append((arm, seconds)),
+                                                                          update(self, arm, committed, seconds)))
     session = BatchDecoder(tiny_llama, [(_Wrong, {}), (_SlowBegin, {})], num_tokens="auto").start(batch, max_new_tokens=max_new)
     _, wall = session.step(2, 1)
     assert wall >= 0.3 and session.begin_s >= 0.3 and wall - session.begin_s < 0.25
@@ -321,3 +322,32 @@ def test_the_loss_budget_does_not_count_beginning_a_drafters_rows_as_a_loss(tiny
     out = decoder.generate(batch, max_new_tokens=max_new)
     assert [r.token_ids for r in out.rows] == alone
     assert sum(1 for c, d in zip(out.caps, out.drafters) if c and d == 0) > 1  # still drafting after its begin
+
+
+def test_the_bandit_screens_caps_with_this_batch_sizes_calibrated_costs_and_the_rows_accepted_drafts(tiny_llama,
+                                                                                                      monkeypatch):
+    """With ``screen`` (the default under ``num_tokens="auto"``) each row count's bandit reads verification's cost at
+    that many rows from calibration (:meth:`~leap.core.runtime.costs.Calibration.verify_rows`), and every step tells
+    it the draft tokens the rows accepted (a row's mean) and the seconds spent drafting; ``screen=False`` is the ladder
+    alone."""
+    from leap.core.decoding import calibrate as calibrate_module
+    from leap.core.policies.batch_caps import GoodputBandit
+    from tests.costs import fake_costs
+
+    costs = fake_costs()
+    costs.batch_curves = {b: {q: b * (1.0 + 0.1 * (q - 1)) for q in (1, 2, 3, 5)} for b in (2, 4, 8)}
+    monkeypatch.setattr(calibrate_module, "batch_calibration_for", lambda model, sizes: costs)
+    batch, max_new = [[5, 9, 14, 7, 9, 14], [6, 6, 8, 11, 6, 8, 11]], 10
+    _NearOracle.reference = {tuple(p): _alone(tiny_llama, p, max_new).token_ids + [0] * 20 for p in batch}
+    seen = []
+    update = GoodputBandit.update
+    monkeypatch.setattr(GoodputBandit, "update", lambda self, arm, committed, seconds, **screen: (
+        seen.append((arm, screen)), update(self, arm, committed, seconds, **screen)))
+    decoder = BatchDecoder(tiny_llama, _SlowBegin, num_tokens="auto", caps=(0, 2))
+    out = decoder.generate(batch, max_new_tokens=max_new)
+    assert [r.token_ids for r in out.rows] == [_alone(tiny_llama, p, max_new).token_ids for p in batch]
+    assert decoder.policy(2).verify_cost(3) == pytest.approx(costs.verify_rows(2, 3)) == pytest.approx(2 * 1.2)
+    drafted = [screen for arm, screen in seen if arm == 2]
+    assert drafted and all(s["accepted"] == 2.0 and s["draft_s"] > 0 for s in drafted[:1])  # always right: 2 a row
+    assert all(s["accepted"] == 0 for arm, s in seen if arm == 0)
+    assert BatchDecoder(tiny_llama, _SlowBegin, num_tokens="auto", screen=False).policy(2).verify_cost is None

@@ -216,3 +216,40 @@ def test_a_calibration_measured_under_load_is_flagged_and_not_cached(tiny_llama,
     zero = Calibration.from_dict({**real(tiny_llama, context=16, repeats=1, long_context=0).to_dict(), "layer_cost": 0.0,
                                   "step_s": 1.0})
     assert any("costing nothing" in p for p in calibrate_module.self_check(tiny_llama, zero))
+
+
+@given(rows=st.integers(1, 24), tokens=st.integers(1, 40))
+def test_batched_verification_is_interpolated_between_the_measured_batch_sizes(rows, tokens):
+    one = {k: 1.0 + 0.02 * (k - 1) for k in (1, 2, 4, 8, 16)}
+    curves = {b: {k: b ** 0.5 * (1.0 + 0.05 * b * (k - 1)) for k in (1, 2, 4, 8, 16)} for b in (2, 4, 8)}
+    costs = Calibration({}, 1.0, one, 0.0, 0.0, batch_curves=curves)
+    on = {b: Calibration({}, 1.0, c, 0.0, 0.0).verify(tokens) for b, c in {1: one, **curves}.items()}
+    lo, hi = (max(b for b in on if b <= rows), min(b for b in on if b >= rows)) if rows <= 8 else (4, 8)
+    expected = on[lo] if lo == hi else on[lo] + (on[hi] - on[lo]) * (rows - lo) / (hi - lo)
+    assert costs.verify_rows(rows, tokens) == pytest.approx(expected)
+    assert Calibration.from_dict(json.loads(json.dumps(costs.to_dict()))).verify_rows(rows, tokens) == \
+        pytest.approx(expected)  # the cache file's round trip (JSON keys are strings)
+    if rows > 1:
+        with pytest.raises(KeyError, match="--batch-sizes"):
+            Calibration({}, 1.0, one, 0.0, 0.0).verify_rows(rows, tokens)
+
+
+def test_batch_sizes_are_measured_once_where_missing_and_kept_in_the_cache(tiny_llama, tmp_path, monkeypatch):
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    calibration_for(tiny_llama, context=16, repeats=1)
+    measured = []
+    real = calibrate_module.batch_curves
+
+    def counting(model, sizes, **kw):
+        measured.append(list(sizes))
+        return real(model, sizes, repeats=1, **kw)
+
+    monkeypatch.setattr(calibrate_module, "batch_curves", counting)
+    costs = calibrate_module.batch_calibration_for(tiny_llama, [2, 4])
+    assert measured == [[2, 4]] and set(costs.batch_curves) == {2, 4}
+    assert sorted(costs.batch_curves[4]) == list(calibrate_module.BATCH_TOKENS)
+    assert all(v > 0 for curve in costs.batch_curves.values() for v in curve.values())
+    again = calibrate_module.batch_calibration_for(tiny_llama, [4, 8])  # 4 read back from the file, 8 measured
+    assert measured == [[2, 4], [8]] and set(again.batch_curves) == {2, 4, 8}
+    assert again.batch_curves[4] == costs.batch_curves[4]
+    assert set(calibration_for(tiny_llama).batch_curves) == {2, 4, 8}

@@ -100,3 +100,56 @@ def test_an_arms_value_follows_its_recent_steps_so_a_drafter_that_stops_paying_i
     assert after_change(0) < 10  # an all-time ratio keeps the stale arm (what the discount is for)
     with pytest.raises(SettingsError, match="horizon"):
         GoodputBandit((0, 4), horizon=-1)
+
+
+def _geometric(alpha: float, cap: int) -> float:
+    return sum(alpha ** i for i in range(1, cap + 1))
+
+
+def test_the_screen_reads_a_drafters_acceptance_as_the_geometric_rate_its_pulled_caps_measured():
+    from leap.core.policies.batch_caps import GoodputBandit, drafter_arms
+
+    bandit = GoodputBandit(drafter_arms(2, (0, 2, 4, 8)), verify_cost=lambda q: 1.0, horizon=0)
+    for _ in range(3):
+        bandit.update((0, 2), committed=1 + _geometric(0.8, 2), seconds=1.0, accepted=_geometric(0.8, 2), draft_s=0.1)
+    bandit.update((0, 4), committed=1 + _geometric(0.8, 4), seconds=1.0, accepted=_geometric(0.8, 4), draft_s=0.2)
+    bandit.update((1, 2), committed=1.0, seconds=1.0, accepted=0.0, draft_s=0.1)
+    assert bandit.acceptance((0, 8)) == pytest.approx(0.8, abs=1e-6)
+    assert bandit.acceptance((1, 8)) == pytest.approx(0.0, abs=1e-6)  # another drafter's steps are its own
+    bandit.update((0, 0), committed=1.0, seconds=0.5)  # a plain step: 0.5 s
+    # cap 8: 1 + a(8) tokens over a plain step's 0.5 s x verify_cost (flat) + 8 positions x 0.05 s each
+    assert bandit.predict((0, 8)) == pytest.approx((1 + _geometric(0.8, 8)) / (0.5 + 8 * 0.05))
+
+
+def test_the_screen_opens_the_caps_the_cost_model_says_pay_and_closes_the_ones_it_says_lose():
+    from leap.core.policies.batch_caps import GoodputBandit, drafter_arms
+
+    def first_pulls(verify_cost, accepted):  # plain 1 token a row in 1 s; drafter 0's cap 2 beat it by noise
+        bandit = GoodputBandit(drafter_arms(1, (0, 2, 4, 8)), verify_cost=verify_cost)
+        bandit.update((0, 0), committed=1.0, seconds=1.0)
+        bandit.update((0, 2), committed=1.0 + accepted, seconds=1.0, accepted=accepted, draft_s=0.02)
+        return {arm for arm in bandit.caps if bandit._open(bandit.caps.index(arm))}
+
+    # nothing accepted at cap 2, yet its one step's clock said 1.05 tokens a second: the ladder would open cap 4
+    assert first_pulls(lambda q: 1.0 + 0.1 * (q - 1), accepted=0.05) == {(0, 0), (0, 2)}
+    # almost everything accepted, verification nearly flat: caps 4 and 8 open at once (8 without 4 pulled)
+    assert first_pulls(lambda q: 1.0 + 0.02 * (q - 1), accepted=1.9) == {(0, 0), (0, 2), (0, 4), (0, 8)}
+    # half the acceptance (alpha 0.62) where each verified token costs a quarter step: 4 pays (2.38 tokens in 2.04 s),
+    # 8 does not (2.58 in 3.08 s)
+    assert first_pulls(lambda q: 1.0 + 0.25 * (q - 1), accepted=1.0) == {(0, 0), (0, 2), (0, 4)}
+    ladder = GoodputBandit(drafter_arms(1, (0, 2, 4, 8)))  # without the screen: the ladder's rule, as before
+    ladder.update((0, 0), committed=1.0, seconds=1.0)
+    ladder.update((0, 2), committed=1.05, seconds=1.0)
+    assert ladder._open(2) and not ladder._open(3)
+
+
+def test_a_seeded_bandit_keeps_the_screens_statistics_and_takes_the_new_row_counts_costs():
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    bandit = GoodputBandit((0, 2, 8), verify_cost=lambda q: 1.0, horizon=0)
+    bandit.update(0, committed=1.0, seconds=1.0)
+    for _ in range(4):
+        bandit.update(2, committed=1.0 + _geometric(0.9, 2), seconds=1.0, accepted=_geometric(0.9, 2), draft_s=0.1)
+    seeded = bandit.seeded(lambda q: 1.0 + 0.6 * (q - 1))  # more rows: verification dearer
+    assert seeded.acceptance(8) == pytest.approx(0.9, abs=1e-6)
+    assert bandit._open(2) and not seeded._open(2)  # cap 8 pays at the old row count, not at the new one
