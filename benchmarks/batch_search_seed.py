@@ -3,8 +3,10 @@ batch, three batches (``--batches``), 128 new tokens, T = 0, after one warm-up b
 whole call timed; throughput over plain batched decoding on the same batches. Methods: plain, the search
 (leap-drafters' batchable options, caps 0/4/16 or ``--caps``) without and with the loss budget (0.03, as leap-drafters runs it), the
 search with the budget over the options the shipped prior ranks (``memory=prior``: leap/data/search_memory, made on
-other seed prompts, 1500+), and lowbit-auto (one drafter, the bandit over caps 0/2/4/8: the fixed choice the search has to match).
-Usage: python benchmarks/batch_search_seed.py [B] [--batches N] [--caps 0,4,16] [--out FILE.json]"""
+other seed prompts, 1500+), and lowbit-auto (one drafter, the bandit over caps 0/2/4/8: the fixed choice the search has to match);
+``-ladder`` variants of the budgeted methods open a drafter's longer caps by the ladder alone (``screen=False``: the ablation
+of the cost-model screen, since b7d040d). ``--methods`` picks some (plain always runs).
+Usage: python benchmarks/batch_search_seed.py [B] [--batches N] [--caps 0,4,16] [--methods a,b] [--out FILE.json]"""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ def main() -> None:
     ap.add_argument("b", type=int, nargs="?", default=8)
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--caps", default="0,4,16", help="the search's caps (lowbit-auto keeps 0, 2, 4, 8)")
+    ap.add_argument("--methods", default="", help="comma-separated subset of the methods below (plain always runs)")
     ap.add_argument("--out")
     args = ap.parse_args()
     b, model = args.b, load_model()
@@ -37,10 +40,21 @@ def main() -> None:
                "search": BatchDecoder(model, specs, num_tokens="auto", caps=caps),
                "search-loss-budget": BatchDecoder(model, specs, num_tokens="auto", caps=caps, loss_budget=0.03),
                "search-prior": BatchDecoder(model, ranked, num_tokens="auto", caps=caps, loss_budget=0.03),
-               "lowbit-auto": BatchDecoder(model, "lowbit", num_tokens="auto")}
+               "lowbit-auto": BatchDecoder(model, "lowbit", num_tokens="auto"),
+               "search-loss-budget-ladder": BatchDecoder(model, specs, num_tokens="auto", caps=caps, loss_budget=0.03,
+                                                         screen=False),
+               "search-prior-ladder": BatchDecoder(model, ranked, num_tokens="auto", caps=caps, loss_budget=0.03,
+                                                   screen=False),
+               "lowbit-auto-ladder": BatchDecoder(model, "lowbit", num_tokens="auto", screen=False)}
+    if args.methods:
+        chosen = {"plain", *args.methods.split(",")}
+        unknown = chosen - set(methods)
+        if unknown:
+            raise SystemExit(f"unknown methods {sorted(unknown)}; known: {', '.join(methods)}")
+        methods = {n: d for n, d in methods.items() if n in chosen}
     for decoder in methods.values():
         decoder.generate(prompts[:2], max_new_tokens=8)
-    record = {"batch_size": b, "prompts": "seed_prompts 300+", "prior_ranked": [name for name, _ in ranked], "caps": caps, "provenance": provenance(model), "batches": []}
+    record = {"batch_size": b, "prompts": "seed_prompts 300+", "prior_ranked": [name for name, _ in ranked], "caps": caps, "methods": list(methods), "provenance": provenance(model), "batches": []}
     totals = {name: [0.0, 0] for name in methods}
     for i in range(args.batches):
         for name, decoder in methods.items():
