@@ -27,7 +27,7 @@ Names resolve in this order (:func:`make_method`):
 Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VALUE``.
 
 Batches (``leap bench --batch-size B``, issue 37): :meth:`BenchMethod.run_batch` decodes B prompts together;
-``ar`` and the drafters without layers can (:class:`leap.core.decoding.batch.BatchDecoder`), with
+``ar``, the drafters without layers and ``layer-skip`` with its ``config`` can (:class:`leap.core.decoding.batch.BatchDecoder`), with
 ``batch_cap=N|auto`` the draft tokens per row and step (auto: a bandit over caps, 0 included, rewarded by the
 batch's measured goodput; ``batch_screen=false`` opens its longer caps by the ladder alone, not the cost model);
 ``leap-drafters`` runs the drafter search at batch level (its batchable options held by
@@ -387,5 +387,7 @@ def make_method(name: str, model: LeapModel, options: BenchOptions = BenchOption
         batch = None
         if layer_config is None and batch_refusal(drafters.get(name)) is None:
             batch = BatchDecoder(model, name, drafter_kwargs=kwargs, num_tokens=cap, screen=screen)
+        elif name == "layer-skip" and not layer_config.low and not kwargs:  # LEAP's layer draft, batched
+            batch = BatchDecoder(model, layer_config=layer_config, num_tokens=cap, screen=screen)
         return DecoderMethod(name, decoder, batch)
     raise UnknownNameError(f"unknown benchmark method {name!r}; known: {', '.join(method_names())}")

@@ -111,12 +111,15 @@ def _batchable():
     return [n for n in drafters.names() if batch_refusal(drafters.get(n)) is None]
 
 
-@pytest.mark.parametrize("name", ["ar", *_batchable()])
+@pytest.mark.parametrize("name", ["ar", *_batchable(), "layer-skip"])
 def test_every_method_that_decodes_batches_gives_each_row_its_plain_decoding(name, tiny_llama, plain_ids):
-    """Every registered drafter without layers decodes batches (issue 37), row by row lossless; the rest refuse."""
+    """Every registered drafter without layers, and LEAP's layer draft with a configuration, decode batches (issue 37),
+    row by row lossless; the rest refuse."""
     from leap.core.drafters import drafters
 
     example = dict(drafters.get(name).example_kwargs) if name in drafters else {}
+    if name == "layer-skip":
+        example = {"config": "skip=2;repeat=4"}
     other = [9, 4, 11]
     alone = make_method("ar", tiny_llama).run(other, max_new_tokens=16, temperature=0.0, seed=0).token_ids
     res = make_method(name, tiny_llama, **example).run_batch([PROMPT, other, PROMPT], max_new_tokens=16,
@@ -127,6 +130,6 @@ def test_every_method_that_decodes_batches_gives_each_row_its_plain_decoding(nam
 
 def test_methods_that_cannot_batch_say_so(tiny_llama):
     for name in ("leap", "layer-skip", "hf-ar"):
-        kwargs = {"config": "skip=2"} if name == "layer-skip" else {}
+        kwargs = {"config": "skip=2;low=3"} if name == "layer-skip" else {}  # low-precision layers do not batch
         with pytest.raises(SettingsError, match="one request at a time"):
             make_method(name, tiny_llama, **kwargs).run_batch([PROMPT], max_new_tokens=4, temperature=0.0, seed=0)

@@ -23,7 +23,10 @@ with its own generator through the same speculative sampling rule as a single re
 Drafters: one instance per row, driven through the :class:`~leap.core.drafters.base.Drafter` lifecycle
 (``begin``, ``propose`` or ``propose_sampled``, ``observe``, ``feedback``, ``finish``). Drafters that draft with
 the model's layers (``uses_layers``, an ``exit_layer``), read the verifier's features (``needs_features``) or
-branch (``tree_nodes > 1``) are refused with the reason: their batched forms are not built.
+branch (``tree_nodes > 1``) are refused with the reason: their batched forms are not built. LEAP's own layer draft is
+batched (``layer_config``: a configuration of skipped and repeated layers): each depth runs one token a row through
+the configuration's layers in one forward (:meth:`BatchState.draft_forward`, the rows' masks as verification's), and
+the draft's cache entries are dropped before the verification forward runs every layer.
 
 The chain cap per step is ``num_tokens`` (fixed), or chosen by :class:`~leap.core.policies.batch_caps.GoodputBandit` (``num_tokens="auto"``) from the goodput measured on the batch itself, with 0 (no drafting:
 plain batched decoding) among its arms - speculation turns itself off where it loses. One bandit per number
@@ -48,7 +51,8 @@ from leap.core.decoding.batch_state import BatchOutcome, BatchRow, BatchState  #
 from leap.core.drafters import Drafter, make_drafter
 from leap.core.errors import SettingsError
 from leap.core.modeling.kv_cache import PromptKV
-from leap.core.modeling.layers import LayerStack
+from leap.core.config import LayerConfig
+from leap.core.modeling.layers import LayerStack, plan_for
 from leap.core.modeling.model import LeapModel
 from leap.core.verify.sampling import SamplingSettings
 
@@ -58,7 +62,7 @@ __all__ = ["BatchDecoder", "BatchOutcome", "BatchRow", "batch_refusal"]
 def batch_refusal(drafter: type[Drafter] | Drafter) -> str | None:
     """Why ``drafter`` cannot draft in a batch (None: it can), from what it declares on the base class."""
     if drafter.uses_layers or drafter.exit_layer is not None:
-        return "it drafts with the model's own layers (layer drafts are not batched yet)"
+        return "it drafts with the model's own layers (a batch takes LEAP's layer draft as layer_config=...)"
     if drafter.needs_features:
         return "it reads the verifier's top-layer features (not passed per row yet)"
     if drafter.tree_nodes > 1:
@@ -71,6 +75,8 @@ class BatchDecoder:
 
     Args:
         model: the target model.
+        layer_config: LEAP's layer draft instead of a drafter (its skip and repeat actions; ``low`` layers are not
+            batched): every row drafts with that subset of the model's own layers, depth by depth in one forward.
         drafter: a registered drafter name or a :class:`~leap.core.drafters.base.Drafter` class (one instance is
             made per row with ``drafter_kwargs``), or None for plain batched decoding; or a list of
             ``(name or class, kwargs)`` pairs: one of each per row, chosen per step by the bandit
@@ -95,13 +101,25 @@ class BatchDecoder:
     """
 
     def __init__(self, model: LeapModel, drafter: str | type[Drafter] | None = None, *,
-                 drafter_kwargs: dict | None = None, num_tokens: int | str = 16,
+                 drafter_kwargs: dict | None = None, layer_config: LayerConfig | None = None,
+                 num_tokens: int | str = 16,
                  caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool = True) -> None:
         from leap.core.drafters import drafters
 
         self.model, self.stack = model, LayerStack(model)
         self.drafter, self.drafter_kwargs = drafter, dict(drafter_kwargs or {})
+        #: LEAP's layer draft (skip/repeat per layer) as a plan, or None: every row drafts with the model's own layers
+        self.layer_config, self.plan = layer_config, None
+        if layer_config is not None:
+            if drafter is not None:
+                raise SettingsError("a batch drafts with a layer configuration or with drafters, not both")
+            if len(layer_config.actions) != model.num_layers:
+                raise SettingsError(f"the layer configuration has {len(layer_config.actions)} layers; "
+                                    f"{model.name} has {model.num_layers}")
+            if layer_config.low:
+                raise SettingsError("low-precision layers (low=...) are not batched; use skip and repeat")
+            self.plan = plan_for([a.passes for a in layer_config.actions])
         several = isinstance(drafter, (list, tuple))
         #: (drafter, kwargs) per drafter the rows hold (empty: plain batched decoding)
         self.specs = ([(d, dict(kw)) for d, kw in drafter] if several

@@ -22,7 +22,7 @@ import torch
 from leap.core.decoding.batch_state import BatchOutcome, BatchRow, BatchState
 from leap.core.decoding.step_draft import StepDraft, commit_cut
 from leap.core.errors import ContextLengthError, SettingsError
-from leap.core.verify.sampling import SamplingSettings, greedy_accept, speculative_accept, target_probs
+from leap.core.verify.sampling import SamplingSettings, greedy_accept, sample, speculative_accept, target_probs
 
 __all__ = ["BatchSession"]
 
@@ -94,6 +94,8 @@ class BatchSession:
         model, settings, rows, tokens = self.model, self.settings, self.rows, self.tokens
         drafts = [StepDraft(t_start=None) for _ in self.active]
         rooms = [min(cap, self.max_new_tokens - len(rows[r].token_ids) - 1) for r in self.active]
+        if self.decoder.plan is not None:
+            return self._draft_layers(drafts, rooms)
         drafters = self.drafters
         if drafters is not None and settings.greedy:  # every row's chain, together where the drafter can
             chains = type(drafters[0]).propose_rows([drafters[r] for r in self.active],
@@ -111,6 +113,46 @@ class BatchSession:
                                     (model.vocab_size, model.device))
                 else:
                     draft.take_free(d.propose(tokens[r], room)[:room], None, self.eos, (model.vocab_size, model.device))
+        return drafts
+
+    def _draft_layers(self, drafts: list[StepDraft], rooms: list[int]) -> list[StepDraft]:
+        """LEAP's layer draft for every row at once: depth by depth, one token a row through the configuration's
+        layers (:meth:`BatchState.draft_forward`), greedy or drawn with the row's own generator, until the longest
+        row's room; each row keeps its first ``room`` tokens (and their draft distributions under sampling). The
+        draft's cache entries are dropped before verification, which runs every layer over the chains."""
+        model, settings, state, tokens = self.model, self.settings, self.state, self.tokens
+        depth = max(rooms)
+        if depth <= 0:
+            return drafts
+        dev = model.device
+        feed = torch.tensor([[tokens[r][-1]] for r in self.active], device=dev)
+        base = torch.tensor([len(tokens[r]) - 1 for r in self.active], device=dev)[:, None]
+        chains: list[list[int]] = [[] for _ in self.active]
+        q_rows: list[list[torch.Tensor]] = [[] for _ in self.active]
+        for d in range(depth):
+            hidden = state.draft_forward(self.decoder.plan, feed, base + torch.arange(d + 1, device=dev)[None])
+            logits = self.stack.model.lm_head(self.stack.model.norm(hidden[:, -1])).float()  # [B, V]
+            if settings.greedy:
+                picked = logits.argmax(dim=-1)
+                drawn = picked.tolist()  # one read a depth for the whole batch
+            else:
+                probs = target_probs(logits, settings)
+                drawn = [sample(probs[i], self.generators[r]) for i, r in enumerate(self.active)]
+                picked = torch.tensor(drawn, device=dev)
+            for i, token in enumerate(drawn):
+                if d < rooms[i]:
+                    chains[i].append(int(token))
+                    if not settings.greedy:
+                        q_rows[i].append(probs[i])
+            feed = picked.view(-1, 1)
+        state.drop_draft()
+        for draft, chain, q in zip(drafts, chains, q_rows):  # cut after the first EOS, as a single request's draft
+            for j, token in enumerate(chain):
+                draft.tokens.append(token)
+                if q:
+                    draft.q_rows.append(q[j])  # the exact distribution the token was drawn from
+                if token in self.eos:
+                    break
         return drafts
 
     def step(self, cap: int, drafter: int = 0) -> tuple[int, float]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from leap.core.modeling.hf_interface import call_layer
-from leap.core.modeling.layers import LayerStack
+from leap.core.modeling.layers import LayerPlan, LayerStack
 
 __all__ = ["BatchRow", "BatchOutcome", "BatchState"]
 
@@ -63,25 +63,49 @@ class BatchState:
         """Append ``q`` slots (``ids``, ``positions``: ``[B, q]``; ``new_valid`` says which are real) and run
         every layer over them; queries attend to their row's valid keys before them. Returns the final
         hidden states ``[B, q, H]``."""
-        stack, model = self.stack, self.stack.model
-        b, q = ids.shape
-        start = self.slots
         self.valid = torch.cat([self.valid, new_valid], dim=1)
         self.slot_pos = torch.cat([self.slot_pos, positions], dim=1)
-        earlier = torch.ones(q, start, dtype=torch.bool, device=stack.device)
+        return self._run(self.stack.full_plan, ids, positions, self.valid, self.slot_pos)
+
+    def draft_forward(self, plan: LayerPlan, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """A layer draft's forward (LEAP's skip/repeat configuration as ``plan``): one token a row (``ids``,
+        ``[B, 1]``) through ``plan``'s layers only, attending to the row's valid slots and to the draft tokens fed
+        before it since the last :meth:`drop_draft` (``positions``: ``[B, d + 1]``, theirs and this one's). The planned
+        layers append to their caches (a repeated layer's second pass replaces its first's entries, as a single
+        request's draft does); the slot bookkeeping is left alone. Returns the hidden states ``[B, 1, H]``."""
+        b, drafted = ids.shape[0], positions.shape[1]
+        valid = torch.cat([self.valid, torch.ones(b, drafted, dtype=torch.bool, device=self.valid.device)], dim=1)
+        slot_pos = torch.cat([self.slot_pos, positions], dim=1)
+        return self._run(plan, ids, positions[:, -1:], valid, slot_pos)
+
+    def drop_draft(self) -> None:
+        """Take back what :meth:`draft_forward` appended: every layer's cache cropped to the batch's slots."""
+        self.stack.rollback(self.cache, self.slots)
+
+    def _run(self, plan: LayerPlan, ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor,
+             slot_pos: torch.Tensor) -> torch.Tensor:
+        """``plan``'s layers over ``ids`` (``[B, q]``, the last ``q`` of the ``valid`` slots), each query seeing its
+        row's valid slots up to itself."""
+        stack, model = self.stack, self.stack.model
+        q = ids.shape[1]
+        before = valid.shape[1] - q
+        earlier = torch.ones(q, before, dtype=torch.bool, device=stack.device)
         causal = torch.ones(q, q, dtype=torch.bool, device=stack.device).tril()
-        allowed = self.valid[:, None, :] & torch.cat([earlier, causal], dim=1)[None]  # [B, q, S + q]
+        allowed = valid[:, None, :] & torch.cat([earlier, causal], dim=1)[None]  # [B, q, S + q]
         window_mask = None
         if stack.window:
-            near = (positions[:, :, None] - self.slot_pos[:, None, :]) < stack.window
+            near = (positions[:, :, None] - slot_pos[:, None, :]) < stack.window
             window_mask = self._additive(allowed & near)
         mask = self._additive(allowed)
         hidden = model.embed_tokens(ids)
         position_embeddings = model.rotary_emb(hidden, position_ids=positions)
-        for layer in model.layers:
-            hidden = call_layer(layer, hidden, cache=self.cache, attention_mask=mask, position_ids=positions,
-                                position_embeddings=position_embeddings, leap_layerwise=True,
-                                leap_window_mask=window_mask)
+        for index, passes in plan:
+            for p in range(passes):
+                if p:  # REPEAT: the second pass replaces the first pass's cache entries
+                    self.cache.layers[index].crop(-q)
+                hidden = call_layer(model.layers[index], hidden, cache=self.cache, attention_mask=mask,
+                                    position_ids=positions, position_embeddings=position_embeddings,
+                                    leap_layerwise=True, leap_window_mask=window_mask)
         return hidden
 
     def prefill(self, prompts: Sequence[Sequence[int]]) -> list:

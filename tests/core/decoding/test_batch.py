@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from leap.core import SelfSpecDecoder
+from leap.core.config import LayerConfig
 from leap.core.decoding.batch import BatchDecoder, batch_refusal
 from leap.core.drafters import Drafter
 from leap.core.errors import SettingsError
@@ -92,8 +93,9 @@ def test_drafters_that_cannot_draft_in_a_batch_are_refused_with_the_reason(tiny_
         BatchDecoder(tiny_llama, num_tokens=-1)
 
 
-def _sample_rows(model, prompts, batches, monkeypatch=None, accept_all=False):
-    """Two-token samples of each row over ``batches`` batch calls (row r of call c: seed 1000 c + r)."""
+def _sample_rows(model, prompts, batches, monkeypatch=None, accept_all=False, layer_config=None):
+    """Two-token samples of each row over ``batches`` batch calls (row r of call c: seed 1000 c + r), drafted by
+    prompt lookup or by ``layer_config``'s layers."""
     import leap.core.decoding.batch_session as batch_module  # where a batched step accepts
 
     if accept_all:  # the negative control: every draft token kept, then a sample from the target
@@ -101,7 +103,8 @@ def _sample_rows(model, prompts, batches, monkeypatch=None, accept_all=False):
                             lambda draft, q, p, g: (len(draft), sample(p[len(draft)], g)))
     V = model.vocab_size
     counts = [torch.zeros(V * V) for _ in prompts]
-    decoder = BatchDecoder(model, "prompt-lookup", num_tokens=2)
+    decoder = (BatchDecoder(model, layer_config=layer_config, num_tokens=2) if layer_config is not None
+               else BatchDecoder(model, "prompt-lookup", num_tokens=2))
     for c in range(batches):
         out = decoder.generate(prompts, max_new_tokens=2, temperature=1.0, seed=1000 * c)
         for r, row in enumerate(out.rows):
@@ -351,3 +354,59 @@ def test_the_bandit_screens_caps_with_this_batch_sizes_calibrated_costs_and_the_
     assert drafted and all(s["accepted"] == 2.0 and s["draft_s"] > 0 for s in drafted[:1])  # always right: 2 a row
     assert all(s["accepted"] == 0 for arm, s in seen if arm == 0)
     assert BatchDecoder(tiny_llama, _SlowBegin, num_tokens="auto", screen=False).policy(2).verify_cost is None
+
+
+layer_configs = st.text(alphabet="ESR", min_size=6, max_size=6)  # execute, skip, repeat for each of the 6 layers
+
+
+@given(batch=prompts, config=layer_configs, cap=st.integers(0, 6), max_new=st.integers(1, 14))
+def test_every_row_is_plain_decoding_of_its_prompt_alone_with_leaps_layer_draft(tiny_any, batch, config, cap, max_new):
+    """LEAP's layer draft in a batch (issue 37: layer drafts batched): whatever the configuration, rows and caps, each row
+    is its prompt decoded alone - the draft's cache entries never reach verification."""
+    alone = [_alone(tiny_any, p, max_new) for p in batch]
+    out = BatchDecoder(tiny_any, layer_config=LayerConfig.parse(config), num_tokens=cap, compact_min=0,
+                       compact_share=0).generate(batch, max_new_tokens=max_new)
+    for row, ref in zip(out.rows, alone):
+        assert row.token_ids == ref.token_ids and row.stop_reason == ref.stop_reason
+
+
+@pytest.mark.parametrize("config", ["EEEEEE", "ESEEEE", "EEERER", "ESSREE"])
+def test_a_rows_layer_draft_is_the_single_requests_draft(tiny_llama, config):
+    """Row by row, the batched layer draft proposes what the single-request decoder's draft of the same configuration
+    proposes: the same tokens accepted at every step as a single request with chains of 4 (every layer executed: the
+    draft is the model, every chain accepted whole) - its attention sees the row's committed slots and its own earlier
+    draft tokens, no hole and no other row's."""
+    cfg = LayerConfig.parse(config)
+    batch = [[5, 9, 14, 7, 9, 14, 3, 3, 8], [6, 8], [11, 4, 4, 9, 2, 7]]
+    out = BatchDecoder(tiny_llama, layer_config=cfg, num_tokens=4, compact_min=0, compact_share=0).generate(
+        batch, max_new_tokens=16)
+    for p, row in zip(batch, out.rows):
+        single = SelfSpecDecoder(tiny_llama, cfg, "fixed", policy_kwargs={"k": 4}).generate(p, max_new_tokens=16)
+        assert row.token_ids == single.token_ids
+        assert row.accepted_lengths == [s.committed for s in single.steps]
+    if config == "EEEEEE":
+        assert all(n == 5 for row in out.rows for n in row.accepted_lengths[:-1])
+
+
+def test_layer_drafts_in_a_batch_sample_the_target_distribution(monkeypatch):
+    """T = 1 with the layer draft (its exact draft distribution in the rule), per row, and the accept-all negative
+    control fails the same test."""
+    model = tiny_model("llama", vocab=12, eos_token_id=None, init=0.3)
+    settings = SamplingSettings(1.0, 1.0)
+    prompts = [[4, 7, 4, 7, 4], [9, 2]]
+    exact = {tuple(p): _exact_two_token_distribution(model, p, settings) for p in prompts}
+    cfg = LayerConfig.parse("ESEESE")
+    counts = _sample_rows(model, prompts, 1500, layer_config=cfg)
+    for p, c in zip(prompts, counts):
+        assert _chi2_pvalue(c, exact[tuple(p)]) > 1e-3
+    wrong = _sample_rows(model, prompts, NEGATIVE_N, monkeypatch, accept_all=True, layer_config=cfg)
+    assert min(_chi2_pvalue(w, exact[tuple(p)]) for p, w in zip(prompts, wrong)) < 1e-6
+
+
+def test_a_batch_refuses_a_layer_configuration_it_cannot_run(tiny_llama):
+    with pytest.raises(SettingsError, match="not both"):
+        BatchDecoder(tiny_llama, "suffix", layer_config=LayerConfig.parse("ESEEEE"))
+    with pytest.raises(SettingsError, match="6"):
+        BatchDecoder(tiny_llama, layer_config=LayerConfig.parse("ESEE"))
+    with pytest.raises(SettingsError, match="low"):
+        BatchDecoder(tiny_llama, layer_config=LayerConfig.parse("skip=1;low=2", 6))
