@@ -99,7 +99,6 @@ def calibration_key(model: LeapModel) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "onednn_linears": int(model.info.get("onednn_linears", 0)),
-        "fused_projections": int(model.info.get("fused_projections", 0)),
         "schema": CALIBRATION_SCHEMA,
     }
 

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from leap.core.errors import LeapError, ModelNotFoundError
-from leap.core.modeling.fast_linear import accelerate_linears, fuse_projections
+from leap.core.modeling.fast_linear import accelerate_linears
 from leap.core.modeling.hf_interface import rotary_function
 from leap.core.modeling.kv_cache import install_attention
 
@@ -351,8 +351,7 @@ def wrap_model(
 ) -> LeapModel:
     """Wrap an in-memory causal LM (tests build tiny random ones) as :func:`load_model` would.
 
-    ``fast_linear=None`` turns on :class:`~leap.core.modeling.fast_linear.OneDNNLinear` for float32 CPU models, with
-    the projections of one input fused (:func:`~leap.core.modeling.fast_linear.fuse_projections`).
+    ``fast_linear=None`` turns on :class:`~leap.core.modeling.fast_linear.OneDNNLinear` for float32 CPU models.
     """
     hf_model.eval()
     weight = hf_model.get_output_embeddings().weight
@@ -360,5 +359,4 @@ def wrap_model(
     if fast_linear is None:
         fast_linear = weight.device.type == "cpu" and weight.dtype == torch.float32
     info["onednn_linears"] = accelerate_linears(hf_model) if fast_linear else 0
-    info["fused_projections"] = fuse_projections(hf_model) if fast_linear else 0
     return LeapModel(hf_model, tokenizer, name=name, info=info)
