@@ -90,7 +90,9 @@ class BatchDecoder:
             for the same tokens (a plain step's time per row count from the bandit's plain arm; beginning a drafter's
             rows, paid once a batch, is not a step's loss: :attr:`BatchSession.begin_s`), the rest of the
             batch decodes plainly, and after ``n`` such batches in a row the next ``2 ** (n - 1)`` batches do not
-            draft at all (as a single request's search skips itself: :mod:`leap.search.runner`). None: off.
+            draft at all (as a single request's search skips itself: :mod:`leap.search.runner`); a batch too short
+            for its budget to cover one plain step's loss (``loss_budget * max_new_tokens < 1``) is not judged so.
+            None: off.
         compact_min, compact_share: pack the rows' valid slots to the front once more than ``max(compact_min,
             compact_share * slots)`` slots are holes (attention over holes costs time; packing costs a copy of the
             cache); ``0, 0`` packs after every step that leaves a hole.
@@ -232,7 +234,10 @@ class BatchDecoder:
                 budget = budget or self.loss_budget * max_new_tokens / plain  # of the batch's plain time
                 lost += seconds - session.begin_s - committed / rows / plain
                 off = lost > budget
-        if guard and budget is not None:  # a batch that drafted: did it trip?
+        # a batch that drafted: did it trip? Only a batch whose budget covers a whole plain step's loss is judged (at
+        # 3%, 34 tokens or more): a shorter one (a 16-token warm-up) trips at its first exploratory step, and would
+        # otherwise switch drafting off for the long batches after it
+        if guard and budget is not None and self.loss_budget * max_new_tokens >= 1:
             self._fruitless = self._fruitless + 1 if off else 0
             self._skips_left = 2 ** (self._fruitless - 1) if off else 0
         return session.outcome()

@@ -216,7 +216,7 @@ class _SlowWrong(_Wrong):
 
 
 def test_a_batch_that_loses_stops_drafting_and_the_next_ones_skip_as_a_search_does(tiny_llama):
-    batch, max_new = [[5, 9, 14, 7], [6, 6, 8, 11, 6]], 24
+    batch, max_new = [[5, 9, 14, 7], [6, 6, 8, 11, 6]], 40  # 3% of 40 steps: more than one step's loss
     decoder = BatchDecoder(tiny_llama, [(_SlowWrong, {}), (_Wrong, {})], num_tokens="auto", caps=(0, 4),
                            loss_budget=0.03)
     first = decoder.generate(batch, max_new_tokens=max_new)
@@ -227,6 +227,11 @@ def test_a_batch_that_loses_stops_drafting_and_the_next_ones_skip_as_a_search_do
     assert [r.token_ids for r in first.rows] == alone
     with pytest.raises(SettingsError, match="loss_budget"):
         BatchDecoder(tiny_llama, "suffix", num_tokens=4, loss_budget=0.03)
+    warmed = BatchDecoder(tiny_llama, [(_SlowWrong, {}), (_Wrong, {})], num_tokens="auto", caps=(0, 4),
+                          loss_budget=0.03)
+    short = warmed.generate(batch, max_new_tokens=16)  # a warm-up: its budget (0.48 of a step's loss) is not judged
+    assert any(short.caps) and short.caps[-1] == 0  # it tripped ...
+    assert any(warmed.generate(batch, max_new_tokens=max_new).caps)  # ... and the long batch after it still drafts
 
 
 class _Counted(_Wrong):
