@@ -401,7 +401,7 @@ def test_layer_drafts_in_a_batch_sample_the_target_distribution(monkeypatch):
     prompts = [[4, 7, 4, 7, 4], [9, 2]]
     exact = {tuple(p): _exact_two_token_distribution(model, p, settings) for p in prompts}
     cfg = LayerConfig.parse("ESEESE")
-    counts = _sample_rows(model, prompts, 1500, layer_config=cfg)
+    counts = _sample_rows(model, prompts, 1000, layer_config=cfg)
     for p, c in zip(prompts, counts):
         assert _chi2_pvalue(c, exact[tuple(p)]) > 1e-3
     wrong = _sample_rows(model, prompts, NEGATIVE_N, monkeypatch, accept_all=True, layer_config=cfg)
