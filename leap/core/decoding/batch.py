@@ -203,14 +203,21 @@ class BatchDecoder:
         and interpolated between."""
         if not self.screen:
             return None
+        costs = self._batch_costs(rows)
+        return lambda q: costs.verify_rows(rows, q)
+
+    def _batch_costs(self, rows: int):
+        """The calibration with batched verification measured up to ``rows`` rows (:meth:`generate` asks before its
+        session starts, so a first use measures before the batch's clock runs, never inside it)."""
         from leap.core.decoding.calibrate import batch_calibration_for
 
-        costs = batch_calibration_for(self.model, sorted({2, 4, 8} | ({rows} if rows > 8 else set())))
-        return lambda q: costs.verify_rows(rows, q)
+        return batch_calibration_for(self.model, sorted({2, 4, 8} | ({rows} if rows > 8 else set())))
 
     def generate(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128, temperature: float = 0.0,
                  top_p: float = 1.0, seed: int = 0) -> BatchOutcome:
         """Decode every prompt to EOS or ``max_new_tokens``; row ``r`` samples with seed ``seed + r``."""
+        if self.screen:
+            self._batch_costs(len(prompts))  # measured now on a first use, not inside the batch's clock
         session = self.start(prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
         guard = self.loss_budget is not None
         plain_arm = (0, 0) if len(self.specs) > 1 else 0

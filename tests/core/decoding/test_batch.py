@@ -415,3 +415,19 @@ def test_a_batch_refuses_a_layer_configuration_it_cannot_run(tiny_llama):
         BatchDecoder(tiny_llama, layer_config=LayerConfig.parse("ESEE"))
     with pytest.raises(SettingsError, match="low"):
         BatchDecoder(tiny_llama, layer_config=LayerConfig.parse("skip=1;low=2", 6))
+
+
+def test_a_first_batched_use_measures_its_batch_costs_before_the_batch_starts(tiny_llama, monkeypatch):
+    """With the screen, batched verification is calibrated on first use - before the session's clock starts (its
+    prefill and row latencies), never inside the batch."""
+    from leap.core.decoding import calibrate as calibrate_module
+    from tests.costs import fake_costs
+
+    costs = fake_costs()
+    costs.batch_curves = {b: {q: float(b + q) for q in (1, 2, 3)} for b in (2, 4, 8)}
+    order = []
+    monkeypatch.setattr(calibrate_module, "batch_calibration_for", lambda model, sizes: (order.append("costs"), costs)[1])
+    start = BatchDecoder.start
+    monkeypatch.setattr(BatchDecoder, "start", lambda self, *a, **kw: (order.append("start"), start(self, *a, **kw))[1])
+    BatchDecoder(tiny_llama, "suffix", num_tokens="auto", caps=(0, 2)).generate([[5, 9, 14], [6, 8]], max_new_tokens=4)
+    assert order and order[0] == "costs" and order.index("start") > 0
