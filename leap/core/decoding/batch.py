@@ -144,6 +144,7 @@ class BatchDecoder:
             raise SettingsError("loss_budget needs num_tokens='auto' with 0 (a plain step) among the caps")
         self.loss_budget, self.screen = loss_budget, bool(screen) and num_tokens == "auto"
         self._fruitless, self._skips_left = 0, 0  # batches in a row that tripped the loss budget; batches to skip
+        self._costs = None  # the calibration the screen reads (:meth:`_batch_costs`)
 
     def _rows(self, which: int, prompts: list[list[int]], settings: SamplingSettings, caches: Sequence) -> list[Drafter]:
         """Drafter ``which``'s rows for new requests: one instance per row, kept across calls (as a
@@ -211,7 +212,10 @@ class BatchDecoder:
         session starts, so a first use measures before the batch's clock runs, never inside it)."""
         from leap.core.decoding.calibrate import batch_calibration_for
 
-        return batch_calibration_for(self.model, sorted({2, 4, 8} | ({rows} if rows > 8 else set())))
+        sizes = {2, 4, 8} | ({rows} if rows > 8 else set())
+        if self._costs is None or not sizes <= set(self._costs.batch_curves):  # read (or measured) once, then held
+            self._costs = batch_calibration_for(self.model, sorted(sizes))
+        return self._costs
 
     def generate(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128, temperature: float = 0.0,
                  top_p: float = 1.0, seed: int = 0) -> BatchOutcome:
