@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from leap.cli.common import add_model_args, import_modules, load_for, method_args
+from leap.cli.common import add_model_args, fast_linear_of, import_modules, load_for, method_args
 
 
 def add_parser(sub) -> None:
@@ -127,7 +127,7 @@ def execute(args: argparse.Namespace, methods: list[str], per_method: dict[str, 
             from leap.bench.on_ray import run_bench_on_ray
 
             load = {"model": args.model, "device": args.device, "dtype": args.dtype,
-                    "fast_linear": False if args.no_fast_linear else None, "threads": args.threads,
+                    "fast_linear": fast_linear_of(args), "threads": args.threads,
                     "imports": list(args.imports)}
             records = run_bench_on_ray(load, rows, settings, args.out, resume=args.resume,
                                        address=None if args.ray == "local" else args.ray, workers=args.ray_workers,

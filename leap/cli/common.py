@@ -35,7 +35,16 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:1 ...")
     p.add_argument("--dtype", default=None, help="float32 (CPU default), bfloat16 (GPU default), float16")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--no-fast-linear", action="store_true", help="keep torch's own float32 linears on the CPU")
+    p.add_argument("--linears", choices=("auto", "packed", "stock"), default="auto",
+                   help="float32 CPU linears: auto (oneDNN-packed where measured faster on this machine, once, "
+                        "cached), packed (always), stock (torch's own)")
+    p.add_argument("--no-fast-linear", action="store_true", help="the same as --linears stock")
+
+
+def fast_linear_of(args: argparse.Namespace) -> bool | None:
+    """``load_model``'s ``fast_linear`` for ``--linears`` (and ``--no-fast-linear``)."""
+    way = "stock" if getattr(args, "no_fast_linear", False) else getattr(args, "linears", "auto")
+    return {"auto": None, "packed": True, "stock": False}[way]
 
 
 def add_metric_args(p: argparse.ArgumentParser) -> None:
@@ -71,7 +80,7 @@ def load_for(args: argparse.Namespace):
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    return load_model(args.model, device=args.device, dtype=args.dtype, fast_linear=False if args.no_fast_linear else None)
+    return load_model(args.model, device=args.device, dtype=args.dtype, fast_linear=fast_linear_of(args))
 
 
 def add_search_args(p: argparse.ArgumentParser) -> None:

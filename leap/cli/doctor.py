@@ -236,6 +236,26 @@ def _calibration() -> Finding:
                    "needs them measures them (about a minute, announced)", "leap calibrate  (on a quiet machine)")
 
 
+def _linears() -> Finding:
+    """Which float32 linears the models loaded on this machine run (leap.core.modeling.fast_linear.choose_linears)."""
+    root = Path(os.environ.get("LEAP_CACHE", Path.home() / ".cache" / "leap")) / "linears"
+    seen = []
+    for f in sorted(root.glob("*.json")) if root.is_dir() else []:
+        try:
+            verdict = json.loads(f.read_text())
+            ms = {way: 1000 * sum(v.values()) for way, v in verdict["seconds"].items()}
+        except (OSError, ValueError, KeyError, AttributeError):
+            continue
+        seen.append(f"{verdict.get('model') or 'a model'} {'packed (oneDNN)' if verdict.get('packed') else 'stock (torch)'}"
+                    f": one and nine tokens "
+                    f"{ms.get('packed', 0):.1f} ms packed against {ms.get('stock', 0):.1f} ms stock")
+    if not seen:
+        return Finding(OK, "linears", "no choice measured yet: the first float32 CPU load times packed and stock "
+                                      "linears once (a few forwards) and keeps the faster")
+    return Finding(OK, "linears", f"{len(seen)} architecture(s) measured in {root}: " + "; ".join(seen),
+                   f"rm -r {root}  (measures again on the next load)")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.freeze:
         print("# The exact set of versions leap's suite passed on (setup.sh and CI install these: pip -c).")
@@ -252,6 +272,7 @@ def run(args: argparse.Namespace) -> int:
     findings += _default_model()
     findings.append(_threads())
     findings.append(_calibration())
+    findings.append(_linears())
     for f in findings:
         if args.json:
             print(json.dumps(asdict(f)))

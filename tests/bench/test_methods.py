@@ -84,24 +84,29 @@ def test_the_drafter_search_runs_any_registered_agent_and_stays_lossless(tiny_ll
     assert type(method.runner.agent).__name__ == type(make_agent(agent, method.runner.agent.space)).__name__
 
 
-def test_hf_ar_with_stock_linears_runs_no_onednn_layer(tiny_llama, plain_ids):
+def test_hf_ar_with_stock_linears_runs_no_onednn_layer():
+    from leap.core import SelfSpecDecoder
     from leap.core.modeling.fast_linear import OneDNNLinear
+    from leap.core.modeling.model import wrap_model
+    from tests.tiny import tiny_hf_model, tiny_tokenizer
 
+    packed = wrap_model(tiny_hf_model("llama"), tiny_tokenizer(), fast_linear=True)  # packed whatever this CPU prefers
+    plain_ids = SelfSpecDecoder(packed, None).generate(PROMPT, max_new_tokens=16).token_ids
     calls = []
-    hooks = [m.register_forward_hook(lambda *a: calls.append(1)) for m in tiny_llama.hf_model.modules()
+    hooks = [m.register_forward_hook(lambda *a: calls.append(1)) for m in packed.hf_model.modules()
              if isinstance(m, OneDNNLinear)]
     try:
         if not hooks:
             pytest.skip("torch built without oneDNN: the model has no OneDNNLinear to swap out")
-        res = make_method("hf-ar", tiny_llama, linears="stock").run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0)
+        res = make_method("hf-ar", packed, linears="stock").run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0)
         assert res.token_ids == plain_ids and calls == [] and "linears=stock" in res.config
-        make_method("hf-ar", tiny_llama).run(PROMPT, max_new_tokens=4, temperature=0.0, seed=0)
+        make_method("hf-ar", packed).run(PROMPT, max_new_tokens=4, temperature=0.0, seed=0)
         assert calls  # the default runs leap's layers
     finally:
         for h in hooks:
             h.remove()
     with pytest.raises(SettingsError, match="linears"):
-        make_method("hf-ar", tiny_llama, linears="mkl")
+        make_method("hf-ar", packed, linears="mkl")
 
 
 def _batchable():

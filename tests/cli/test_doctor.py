@@ -108,3 +108,19 @@ def test_doctor_runs_and_reports(capsys):
     out = capsys.readouterr().out
     assert "versions:" in out and "threads:" in out and "leap doctor:" in out
     assert code == (1 if "[FAIL]" in out else 0)
+
+
+def test_doctor_names_the_linears_each_loaded_model_runs(monkeypatch, tmp_path):
+    """What choose_linears measured and kept (load_model's verdict files) is reported per model, packed or stock."""
+    from leap.core.modeling import fast_linear
+    from tests.tiny import tiny_hf_model
+
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    assert "no choice measured yet" in doctor._linears().message
+    monkeypatch.setattr(fast_linear, "_CHOSEN", {})
+    monkeypatch.setattr(fast_linear, "measure_linears", lambda hf, **k: {
+        "packed": True, "seconds": {"packed": {1: 0.001, 9: 0.002}, "stock": {1: 0.003, 9: 0.004}}, "tokens": [1, 9]})
+    fast_linear.choose_linears(tiny_hf_model(), name="tiny-one")
+    finding = doctor._linears()
+    assert finding.status == OK and "tiny-one packed (oneDNN)" in finding.message
+    assert "3.0 ms packed against 7.0 ms stock" in finding.message

@@ -1,6 +1,6 @@
-"""A flat-in-k float32 linear layer for CPUs: oneDNN with pre-packed weights.
+"""A flat-in-k float32 linear layer for CPUs: oneDNN with pre-packed weights, used where it is measured to pay.
 
-Why (measured on this project's 2-core CPU, SmolLM2-135M, float32, see
+Why (measured on this project's first 2-core CPU, an AMD EPYC, SmolLM2-135M, float32, see
 ``benchmarks/core_bench.py --section forward``): ``torch.nn.Linear`` goes through MKL's sgemm, whose
 small-M path reads the weights inefficiently, so a forward over 2 tokens costs 1.6-1.8x one token and
 3 tokens 2.1x. Speculative decoding only pays when verifying k tokens costs about as much as one.
@@ -8,24 +8,41 @@ oneDNN's inner-product primitive on a weight converted once to its blocked layou
 (``Tensor.to_mkldnn()``) streams the weights once for all rows: 1 token gets ~20% faster and 2-4
 tokens cost 1.3-1.4x one token instead of 1.5-2.1x.
 
+**Which is faster depends on the machine, so it is measured** (:func:`choose_linears`). On the Intel Xeon this
+project moved to, the packed path made a plain step of the same model ~1.5x *slower* (``python
+benchmarks/linears.py``: 70-75 ms against 50 ms for MKL's sgemm, and slower at every verification width measured).
+``load_model``/``wrap_model`` therefore time the model's forward over one token and over nine (a plain step and a
+typical verification) with both, interleaved, and keep the packed linears only where their sum is the smaller; the
+choice is cached per architecture, processor, threads and torch version under ``$LEAP_CACHE/linears`` (and per
+process), so it is measured once per machine. ``fast_linear=True``/``False`` (``--linears packed|stock``) force either.
+
 Numerics: still float32 throughout; results differ from MKL's only in summation order (max |diff| of
 logits ~1e-4 on SmolLM2). Greedy output of plain and speculative decoding both run through the same
 modules, so leap's losslessness tests exercise exactly this path.
 
-Who calls what: :func:`leap.core.modeling.model.load_model` calls :func:`accelerate_linears` when the model is
-float32 on the CPU (``fast_linear=True``, the default there); nothing else needs to know.
+Who calls what: :func:`leap.core.modeling.model.wrap_model` (and so ``load_model``) calls :func:`choose_linears`
+when the model is float32 on the CPU (``fast_linear=None``, the default there) or :func:`accelerate_linears` when
+told to pack (``fast_linear=True``); ``model.info["onednn_linears"]`` says how many were packed (heads loaded for a
+packed model are packed too; the calibration is keyed by it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
+import json
+import os
+import statistics
+import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["OneDNNLinear", "accelerate_linears", "onednn_available", "stock_linears"]
+__all__ = ["OneDNNLinear", "accelerate_linears", "choose_linears", "onednn_available", "stock_linears", "unpack_linears"]
 
 
 def _pointwise_available() -> bool:
@@ -131,3 +148,101 @@ def stock_linears(module: nn.Module) -> Iterator[int]:
     finally:
         for parent, name, child in swapped:
             setattr(parent, name, child)
+
+
+def unpack_linears(module: nn.Module) -> int:
+    """Put plain ``nn.Linear`` layers back in place of every :class:`OneDNNLinear` below ``module``, for good (the
+    packed copies are freed; the weights are shared, not copied). Returns how many were replaced."""
+    swapped = 0
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, OneDNNLinear):
+                plain = nn.Linear(child.in_features, child.out_features, bias=child.bias is not None, device="meta")
+                plain.weight, plain.bias = child.weight, child.bias
+                setattr(parent, name, plain)
+                swapped += 1
+    return swapped
+
+
+#: per process: what :func:`choose_linears` measured for a key (so tests that build many tiny models measure once)
+_CHOSEN: dict[str, dict[str, Any]] = {}
+
+
+def _choice_key(hf_model: nn.Module) -> dict[str, Any]:
+    """What the choice depends on: the architecture (its config), the processor, threads and torch."""
+    from leap.core.runtime.provenance import processor_name
+
+    config = getattr(hf_model, "config", None)
+    arch = config.to_json_string(use_diff=False) if hasattr(config, "to_json_string") else type(hf_model).__name__
+    return {"architecture": hashlib.sha256(arch.encode()).hexdigest()[:16], "processor": processor_name("cpu"),
+            "threads": torch.get_num_threads(), "torch": torch.__version__}
+
+
+def _choice_file(digest: str) -> Path:
+    return Path(os.environ.get("LEAP_CACHE", Path.home() / ".cache" / "leap")) / "linears" / f"{digest}.json"
+
+
+def _forward_seconds(hf_model: nn.Module, tokens: int, repeats: int, packed: bool) -> list[float]:
+    vocab = int(getattr(getattr(hf_model, "config", None), "vocab_size", 2) or 2)
+    ids = (torch.arange(tokens) % max(vocab - 1, 1) + 1).unsqueeze(0)
+    times = []
+    with torch.inference_mode(), (contextlib.nullcontext() if packed else stock_linears(hf_model)):
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            hf_model(input_ids=ids, use_cache=False)
+            times.append(time.perf_counter() - t0)
+    return times
+
+
+def measure_linears(hf_model: nn.Module, *, repeats: int = 5, tokens: tuple[int, ...] = (1, 9)) -> dict[str, Any]:
+    """Time ``hf_model``'s forward over each of ``tokens`` tokens with packed (:class:`OneDNNLinear`) and with plain
+    linears, alternately (one packed and one plain forward in turn, after one of each untimed, so that a shared
+    machine's drift falls on both), and return the medians (seconds) and the verdict: ``packed`` when the packed
+    linears' medians sum to less. The model must have its linears packed (:func:`accelerate_linears`)."""
+    medians: dict[str, dict[int, float]] = {"packed": {}, "stock": {}}
+    for q in tokens:
+        _forward_seconds(hf_model, q, 1, True), _forward_seconds(hf_model, q, 1, False)  # warm both
+        runs: dict[str, list[float]] = {"packed": [], "stock": []}
+        for _ in range(repeats):
+            runs["packed"] += _forward_seconds(hf_model, q, 1, True)
+            runs["stock"] += _forward_seconds(hf_model, q, 1, False)
+        for way, times in runs.items():
+            medians[way][q] = statistics.median(times)
+    totals = {way: sum(m.values()) for way, m in medians.items()}
+    return {"packed": totals["packed"] < totals["stock"], "seconds": medians, "tokens": list(tokens)}
+
+
+def choose_linears(hf_model: nn.Module, *, cache: bool = True, name: str = "") -> int:
+    """Pack ``hf_model``'s float32 CPU linears (:func:`accelerate_linears`) where that is measured to make its forward
+    faster on this machine (:func:`measure_linears`), else leave torch's own. The verdict is remembered per
+    architecture, processor, threads and torch (in this process, and in ``$LEAP_CACHE/linears`` unless ``cache`` is
+    False; ``name`` labels the file for ``leap doctor``). Returns how many linears are packed (0: torch's own kept)."""
+    if not onednn_available():
+        return 0
+    key = _choice_key(hf_model)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    verdict = _CHOSEN.get(digest)
+    path = _choice_file(digest)
+    if verdict is None and cache and path.is_file():
+        try:
+            verdict = json.loads(path.read_text())
+        except (OSError, ValueError):
+            verdict = None
+    if verdict is not None and "packed" in verdict:
+        _CHOSEN[digest] = verdict
+        return accelerate_linears(hf_model) if verdict["packed"] else 0
+    packed = accelerate_linears(hf_model)
+    if not packed:
+        return 0
+    verdict = {**measure_linears(hf_model), "key": key, "model": name}
+    _CHOSEN[digest] = verdict
+    if cache:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(verdict, indent=1, default=str))
+        except OSError:
+            pass
+    if verdict["packed"]:
+        return packed
+    unpack_linears(hf_model)
+    return 0

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from leap.core.errors import LeapError, ModelNotFoundError
-from leap.core.modeling.fast_linear import accelerate_linears
+from leap.core.modeling.fast_linear import accelerate_linears, choose_linears
 from leap.core.modeling.hf_interface import rotary_function
 from leap.core.modeling.kv_cache import install_attention
 
@@ -326,8 +326,8 @@ def load_model(
     Args:
         device: ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
         dtype: ``None``/``"auto"`` = float32 on the CPU, bfloat16 on a GPU; or a name / torch dtype.
-        fast_linear: replace float32 CPU linears by :class:`~leap.core.modeling.fast_linear.OneDNNLinear`
-            (default: on wherever it applies).
+        fast_linear: replace float32 CPU linears by :class:`~leap.core.modeling.fast_linear.OneDNNLinear`:
+            None (default) where that is measured to be faster on this machine, True always, False never.
         cache: keep dequantised GGUF weights under ``$LEAP_CACHE`` for fast reloads.
 
     Raises:
@@ -338,7 +338,8 @@ def load_model(
     dt = _pick_dtype(dtype, dev)
     model, tokenizer = _load_hf(source, dt, cache)
     info = {"source": source.path, "gguf_file": source.gguf_file}
-    return wrap_model(model.to(dev), tokenizer, name=source.label or name, fast_linear=fast_linear, info=info)
+    return wrap_model(model.to(dev), tokenizer, name=source.label or name, fast_linear=fast_linear, info=info,
+                      remember=True)
 
 
 def wrap_model(
@@ -348,15 +349,23 @@ def wrap_model(
     name: str = "model",
     fast_linear: bool | None = None,
     info: dict[str, Any] | None = None,
+    remember: bool = False,
 ) -> LeapModel:
     """Wrap an in-memory causal LM (tests build tiny random ones) as :func:`load_model` would.
 
-    ``fast_linear=None`` turns on :class:`~leap.core.modeling.fast_linear.OneDNNLinear` for float32 CPU models.
+    ``fast_linear=None``: a float32 CPU model keeps :class:`~leap.core.modeling.fast_linear.OneDNNLinear` layers where
+    they are measured to be faster on this machine (:func:`~leap.core.modeling.fast_linear.choose_linears`, once per
+    machine); True packs them regardless, False keeps torch's own. ``remember``: keep that measured choice under
+    ``$LEAP_CACHE/linears`` for later processes (what :func:`load_model` does), not only in this one.
     """
     hf_model.eval()
     weight = hf_model.get_output_embeddings().weight
     info = {**(info or {}), "device": str(weight.device), "dtype": str(weight.dtype).replace("torch.", "")}
+    on_cpu32 = weight.device.type == "cpu" and weight.dtype == torch.float32
     if fast_linear is None:
-        fast_linear = weight.device.type == "cpu" and weight.dtype == torch.float32
-    info["onednn_linears"] = accelerate_linears(hf_model) if fast_linear else 0
+        info["onednn_linears"] = choose_linears(hf_model, cache=remember, name=name) if on_cpu32 else 0
+        info["linears"] = "measured"
+    else:
+        info["onednn_linears"] = accelerate_linears(hf_model) if fast_linear else 0
+        info["linears"] = "packed" if fast_linear else "stock"
     return LeapModel(hf_model, tokenizer, name=name, info=info)

@@ -65,3 +65,70 @@ def test_stock_linears_swaps_in_plain_layers_sharing_the_weights_and_puts_them_b
             assert [p.weight for p in plain] == [f.weight for f in fast]  # the very tensors, not copies
             assert torch.allclose(model(x), want, atol=1e-5)
     assert [m for m in model.modules() if isinstance(m, OneDNNLinear)] == fast
+
+
+def _slow(forward):
+    """``forward`` made ~2 ms slower a call: a planted slow path for the measured choice."""
+    import time
+
+    def slow(self, x):
+        time.sleep(0.002)
+        return forward(self, x)
+
+    return slow
+
+
+@pytest.mark.parametrize("slow_way", ["packed", "stock"])
+def test_the_measured_choice_keeps_the_faster_linears(monkeypatch, tmp_path, slow_way):
+    """choose_linears times the model both ways and keeps the faster: with the packed path made slow it keeps torch's
+    own linears (none packed), with torch's own made slow it packs every one; the verdict is written to
+    $LEAP_CACHE/linears and read back, not measured again."""
+    from leap.core.modeling import fast_linear
+    from tests.tiny import tiny_hf_model
+
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    monkeypatch.setattr(fast_linear, "_CHOSEN", {})
+    if slow_way == "packed":
+        monkeypatch.setattr(OneDNNLinear, "forward", _slow(OneDNNLinear.forward))
+    else:
+        monkeypatch.setattr(nn.Linear, "forward", _slow(nn.Linear.forward))
+    model = tiny_hf_model("llama")
+    linears = sum(isinstance(m, nn.Linear) for m in model.modules())
+    packed = fast_linear.choose_linears(model)
+    assert packed == (0 if slow_way == "packed" else linears)
+    assert sum(isinstance(m, OneDNNLinear) for m in model.modules()) == packed
+    [record] = list((tmp_path / "linears").glob("*.json"))
+    assert record.read_text().count('"packed": ' + ("false" if slow_way == "packed" else "true")) == 1
+    monkeypatch.setattr(fast_linear, "_CHOSEN", {})  # a new process: the file decides, nothing is timed
+    monkeypatch.setattr(fast_linear, "measure_linears", lambda *a, **k: pytest.fail("measured again"))
+    assert fast_linear.choose_linears(tiny_hf_model("llama")) == packed
+
+
+def test_unpacked_linears_share_the_weights_and_give_the_same_logits():
+    from leap.core.modeling.fast_linear import unpack_linears
+    from tests.tiny import tiny_hf_model
+
+    model = tiny_hf_model("llama")
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.inference_mode():
+        plain = model(input_ids=ids).logits
+        weight = model.model.layers[0].mlp.up_proj.weight
+        packed = accelerate_linears(model)
+        assert torch.allclose(model(input_ids=ids).logits, plain, atol=1e-5)
+        assert unpack_linears(model) == packed > 0
+        assert not any(isinstance(m, OneDNNLinear) for m in model.modules())
+        assert model.model.layers[0].mlp.up_proj.weight is weight
+        assert torch.equal(model(input_ids=ids).logits, plain)
+
+
+def test_wrap_model_forces_either_way_and_measures_by_default(monkeypatch):
+    from leap.core.modeling import fast_linear
+    from leap.core.modeling.model import wrap_model
+    from tests.tiny import tiny_hf_model
+
+    assert wrap_model(tiny_hf_model(), fast_linear=False).info["onednn_linears"] == 0
+    assert wrap_model(tiny_hf_model(), fast_linear=True).info["onednn_linears"] > 0
+    monkeypatch.setattr(fast_linear, "choose_linears", lambda hf, **k: 123)
+    monkeypatch.setattr("leap.core.modeling.model.choose_linears", lambda hf, **k: 123)
+    model = wrap_model(tiny_hf_model())
+    assert model.info["onednn_linears"] == 123 and model.info["linears"] == "measured"

@@ -27,12 +27,16 @@ def test_default_model_without_wheel_says_how_to_install(monkeypatch):
         resolve_model("smollm2")
 
 
+@pytest.mark.parametrize("fast_linear", [None, True, False])
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
-def test_load_local_directory_and_decode(tmp_path, kind):
+def test_load_local_directory_and_decode(tmp_path, kind, fast_linear):
+    """Loaded with the linears measured faster here (None), packed or torch's own: speculative output is plain
+    decoding's either way (the packed path stays covered on a machine where it is not chosen)."""
     folder = save_tiny_model(tmp_path / kind, kind)
-    model = load_model(str(folder), device="cpu")
+    model = load_model(str(folder), device="cpu", fast_linear=fast_linear)
     assert model.num_layers == 6 and model.dtype == torch.float32
-    assert model.info["onednn_linears"] > 0
+    assert model.info["linears"] == {None: "measured", True: "packed", False: "stock"}[fast_linear]
+    assert (model.info["onednn_linears"] > 0) == bool(fast_linear) or fast_linear is None
     prompt: str | list[int] = [5, 6, 7]
     if kind == "llama":  # AutoTokenizer maps qwen2 folders to Qwen2's own tokenizer class
         assert model.encode("w5 w6 w7") == [5, 6, 7]
