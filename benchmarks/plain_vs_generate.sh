@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 35's absolute target: leap's plain decoding (`ar`: leap's decode loop on oneDNN-packed float32 linears)
+# Issue 35's absolute target: leap's plain decoding (`ar`: leap's decode loop on the float32 linears load_model measured
+# faster on this machine - oneDNN-packed or torch's own, docs/core.md)
 # against transformers' own `generate` on the same weights, as transformers builds the model (`hf-ar-stock`:
 # nn.Linear, MKL's sgemm) and on leap's linears (`hf-ar`: the loop's share alone). Spec-Bench first turns, three per
 # category (39), 128 new tokens, T = 0, float32, 2 threads, one run, each whole call on one clock; greedy, so every

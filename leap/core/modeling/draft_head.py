@@ -20,7 +20,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from leap.core.modeling.fast_linear import OneDNNLinear, onednn_available
+from leap.core.modeling.fast_linear import OneDNNLinear
 
 __all__ = ["DraftHead"]
 
@@ -40,8 +40,8 @@ class DraftHead(nn.Module):
         sub = nn.Linear(weight.shape[1], len(ids), bias=False, device=weight.device, dtype=weight.dtype)
         with torch.no_grad():
             sub.weight.copy_(weight.detach()[self.token_ids])
-        use_onednn = onednn_available() and weight.dtype == torch.float32 and weight.device.type == "cpu"
-        self.proj: nn.Module = OneDNNLinear(sub) if use_onednn else sub
+        # packed like the model's own head: where load_model measured torch's linears faster, they stay
+        self.proj: nn.Module = OneDNNLinear(sub) if isinstance(lm_head, OneDNNLinear) else sub
 
     @classmethod
     def lowest_ids(
