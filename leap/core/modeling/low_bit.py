@@ -33,6 +33,7 @@ import torch
 
 from leap.core.errors import SettingsError
 from leap.core.modeling.hf_interface import cache_keyword, dynamic_cache, output_cache
+from leap.core.modeling.fast_linear import unpack_linears
 from leap.core.modeling.llama_cpp.handoff import hand_off
 from leap.core.modeling.llama_cpp import contexts
 from leap.core.modeling.llama_cpp.library import QUANTS, _silence, model_params, requantized
@@ -127,6 +128,9 @@ class TorchInt8Runner(LowBitRunner):
                                 "on a GPU use a GGUF with a CUDA build of llama.cpp (gguf=PATH)")
         self.n_ctx = int(model.max_context)
         hf = copy.deepcopy(model.hf_model).float().eval()
+        # torch's own linears first: quantize_dynamic replaces nn.Linear only, so a model loaded with leap's packed
+        # oneDNN linears was copied unquantised - a float32 draft under this runner's name (until 2026-11-26)
+        unpack_linears(hf)
         self.module = torch.ao.quantization.quantize_dynamic(hf, {torch.nn.Linear}, dtype=torch.qint8)
         self._cache_type = dynamic_cache()
         self.cache = self._cache_type()

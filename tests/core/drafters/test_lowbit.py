@@ -26,19 +26,55 @@ def runner_model():
     return tiny_model("llama", vocab=97, eos_token_id=None)
 
 
+class FloatRunner(TorchInt8Runner):
+    """The int8 runner's cache bookkeeping over an unquantised float32 copy: its logits do not depend on how tokens
+    were grouped into feeds (dynamic int8 quantisation scales each fed group as a whole, so a real int8 copy fed
+    ``[a, b]`` then ``[c]`` and one fed ``[a, b, c]`` differ by rounding), so tests of what the cache holds can
+    compare exactly."""
+
+    def __init__(self, model):
+        import copy
+
+        from leap.core.modeling.hf_interface import dynamic_cache
+
+        LowBitRunner.__init__(self)
+        self.n_ctx = int(model.max_context)
+        self.module = copy.deepcopy(model.hf_model).float().eval()
+        self._cache_type = dynamic_cache()
+        self.cache = self._cache_type()
+
+
+@pytest.mark.parametrize("fast_linear", [True, False])
+def test_the_int8_runner_quantises_whatever_linears_the_model_runs(fast_linear):
+    """Every linear of the runner's copy is a dynamically quantised int8 one, also when the model was loaded with leap's
+    packed oneDNN linears (quantize_dynamic replaces nn.Linear only: such a copy used to stay float32)."""
+    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
+
+    from leap.core.modeling.fast_linear import OneDNNLinear, onednn_available
+    from leap.core.modeling.model import wrap_model
+    from tests.tiny import tiny_hf_model, tiny_tokenizer
+
+    if fast_linear and not onednn_available():
+        pytest.skip("torch built without oneDNN")
+    model = wrap_model(tiny_hf_model("llama"), tiny_tokenizer(), fast_linear=fast_linear)
+    modules = list(TorchInt8Runner(model).module.modules())
+    assert sum(isinstance(m, Int8Linear) for m in modules) == 6 * 7 + 1  # 7 projections a layer and the LM head
+    assert not any(isinstance(m, (OneDNNLinear, torch.nn.Linear)) for m in modules)
+
+
 @settings(max_examples=20, deadline=None)
 @given(contexts=st.lists(st.lists(st.integers(4, 96), min_size=1, max_size=12), min_size=2, max_size=5),
        shared=st.integers(0, 8))
 def test_runner_sync_equals_a_fresh_run_whatever_came_before(runner_model, contexts, shared):
     """After any sequence of syncs (shared prefixes, rollbacks, extensions), the logits equal those of a
     fresh runner fed the same tokens: the cache holds exactly the synced prefix."""
-    runner = TorchInt8Runner(runner_model)
+    runner = FloatRunner(runner_model)
     prefix = contexts[0][:shared]
     for ctx in contexts:
         tokens = prefix + ctx
         got = runner.sync(tokens)
         assert runner.cached == tokens
-        fresh = TorchInt8Runner(runner_model).sync(tokens)
+        fresh = FloatRunner(runner_model).sync(tokens)
         assert torch.allclose(got, fresh, atol=1e-4), "stale cache entries leaked into the logits"
 
 
@@ -150,13 +186,13 @@ def test_sibling_trees_are_the_chain_plus_the_next_most_likely_alternatives(runn
     from leap.core.trees.stochastic_tree import sibling_shape
 
     assert sibling_shape(3, 2) == [0, 0, 1, 1, 3, 3]
-    runner = TorchInt8Runner(runner_model)
+    runner = FloatRunner(runner_model)
     chain = LowBit(num_tokens=4, runner=runner).propose([5, 9, 14], 4)
     tree = LowBit(num_tokens=4, runner=runner, shape="siblings", width=3).propose_tree([5, 9, 14], 4)
     assert tree.first_chain() == chain and len(tree) == 12 and tree.depth == 4
     row, context = 0, [5, 9, 14]
     for token in chain:  # at every depth: the draft's three most likely tokens, best first
-        top3 = torch.topk(TorchInt8Runner(runner_model).sync(context), 3).indices.tolist()
+        top3 = torch.topk(FloatRunner(runner_model).sync(context), 3).indices.tolist()
         assert list(tree.children(row)) == top3
         row, context = tree.children(row)[token], context + [token]
 
