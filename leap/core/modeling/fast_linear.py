@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import statistics
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -234,9 +235,16 @@ def choose_linears(hf_model: nn.Module, *, cache: bool = True, name: str = "") -
     packed = accelerate_linears(hf_model)
     if not packed:
         return 0
+    if cache:  # a real load (load_model): say what the first one spends, as calibration does
+        print(f"leap: timing oneDNN-packed against torch's own linears for {name or 'this model'} on this CPU "
+              f"(once per machine; cached in {path.parent}; --linears packed|stock skips it)", file=sys.stderr, flush=True)
     verdict = {**measure_linears(hf_model), "key": key, "model": name}
     _CHOSEN[digest] = verdict
     if cache:
+        ms = {way: 1000 * sum(v.values()) for way, v in verdict["seconds"].items()}
+        kept = "packed" if verdict["packed"] else "torch's own"
+        print(f"leap: linears: {kept} kept (one and nine tokens: {ms['packed']:.1f} ms packed, {ms['stock']:.1f} ms "
+              f"stock)", file=sys.stderr, flush=True)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(verdict, indent=1, default=str))

@@ -79,7 +79,7 @@ def _slow(forward):
 
 
 @pytest.mark.parametrize("slow_way", ["packed", "stock"])
-def test_the_measured_choice_keeps_the_faster_linears(monkeypatch, tmp_path, slow_way):
+def test_the_measured_choice_keeps_the_faster_linears(monkeypatch, tmp_path, slow_way, capsys):
     """choose_linears times the model both ways and keeps the faster: with the packed path made slow it keeps torch's
     own linears (none packed), with torch's own made slow it packs every one; the verdict is written to
     $LEAP_CACHE/linears and read back, not measured again."""
@@ -94,8 +94,11 @@ def test_the_measured_choice_keeps_the_faster_linears(monkeypatch, tmp_path, slo
         monkeypatch.setattr(nn.Linear, "forward", _slow(nn.Linear.forward))
     model = tiny_hf_model("llama")
     linears = sum(isinstance(m, nn.Linear) for m in model.modules())
-    packed = fast_linear.choose_linears(model)
+    packed = fast_linear.choose_linears(model, name="tiny")
     assert packed == (0 if slow_way == "packed" else linears)
+    said = capsys.readouterr().err  # a first measurement is announced, and what it kept
+    assert "timing oneDNN-packed against torch's own linears for tiny" in said
+    assert ("torch's own kept" if slow_way == "packed" else "packed kept") in said
     assert sum(isinstance(m, OneDNNLinear) for m in model.modules()) == packed
     [record] = list((tmp_path / "linears").glob("*.json"))
     assert record.read_text().count('"packed": ' + ("false" if slow_way == "packed" else "true")) == 1
