@@ -239,20 +239,24 @@ def _calibration() -> Finding:
 def _linears() -> Finding:
     """Which float32 linears the models loaded on this machine run (leap.core.modeling.fast_linear.choose_linears)."""
     root = Path(os.environ.get("LEAP_CACHE", Path.home() / ".cache" / "leap")) / "linears"
-    seen = []
+    default, others = [], 0
     for f in sorted(root.glob("*.json")) if root.is_dir() else []:
         try:
             verdict = json.loads(f.read_text())
             ms = {way: 1000 * sum(v.values()) for way, v in verdict["seconds"].items()}
         except (OSError, ValueError, KeyError, AttributeError):
             continue
-        seen.append(f"{verdict.get('model') or 'a model'} {'packed (oneDNN)' if verdict.get('packed') else 'stock (torch)'}"
-                    f": one and nine tokens "
-                    f"{ms.get('packed', 0):.1f} ms packed against {ms.get('stock', 0):.1f} ms stock")
-    if not seen:
-        return Finding(OK, "linears", "no choice measured yet: the first float32 CPU load times packed and stock "
-                                      "linears once (a few forwards) and keeps the faster")
-    return Finding(OK, "linears", f"{len(seen)} architecture(s) measured in {root}: " + "; ".join(seen),
+        if not str(verdict.get("model", "")).lower().startswith("smollm2"):
+            others += 1
+            continue
+        default.append(f"{'packed (oneDNN)' if verdict.get('packed') else 'stock (torch)'} at "
+                       f"{verdict.get('key', {}).get('threads', '?')} threads: one and nine tokens "
+                       f"{ms.get('packed', 0):.1f} ms packed against {ms.get('stock', 0):.1f} ms stock")
+    more = f" ({others} other model(s) measured too)" if others else ""
+    if not default:
+        return Finding(OK, "linears", "the default model's float32 linears are not measured yet: its first load times "
+                                      f"packed and stock linears once (a few forwards) and keeps the faster{more}")
+    return Finding(OK, "linears", f"the default model in {root}: " + "; ".join(default) + more,
                    f"rm -r {root}  (measures again on the next load)")
 
 

@@ -116,11 +116,12 @@ def test_doctor_names_the_linears_each_loaded_model_runs(monkeypatch, tmp_path):
     from tests.tiny import tiny_hf_model
 
     monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
-    assert "no choice measured yet" in doctor._linears().message
+    assert "not measured yet" in doctor._linears().message
     monkeypatch.setattr(fast_linear, "_CHOSEN", {})
     monkeypatch.setattr(fast_linear, "measure_linears", lambda hf, **k: {
         "packed": True, "seconds": {"packed": {1: 0.001, 9: 0.002}, "stock": {1: 0.003, 9: 0.004}}, "tokens": [1, 9]})
-    fast_linear.choose_linears(tiny_hf_model(), name="tiny-one")
+    fast_linear.choose_linears(tiny_hf_model(), name="SmolLM2-135M-Instruct")
+    fast_linear.choose_linears(tiny_hf_model("qwen2"), name="tiny-qwen2")  # another model: counted, not listed
     finding = doctor._linears()
-    assert finding.status == OK and "tiny-one packed (oneDNN)" in finding.message
-    assert "3.0 ms packed against 7.0 ms stock" in finding.message
+    assert finding.status == OK and "packed (oneDNN) at" in finding.message
+    assert "3.0 ms packed against 7.0 ms stock" in finding.message and "1 other model(s)" in finding.message

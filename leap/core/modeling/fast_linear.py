@@ -199,18 +199,25 @@ def measure_linears(hf_model: nn.Module, *, repeats: int = 5, tokens: tuple[int,
     """Time ``hf_model``'s forward over each of ``tokens`` tokens with packed (:class:`OneDNNLinear`) and with plain
     linears, alternately (one packed and one plain forward in turn, after one of each untimed, so that a shared
     machine's drift falls on both), and return the medians (seconds) and the verdict: ``packed`` when the packed
-    linears' medians sum to less. The model must have its linears packed (:func:`accelerate_linears`)."""
+    linears' medians sum to less; ``decisive`` when every one of the ``repeats`` rounds (its forwards over every
+    ``tokens`` summed, one way against the other) agrees with it - a verdict a busy machine could have reversed is
+    not. The model must have its linears packed (:func:`accelerate_linears`)."""
     medians: dict[str, dict[int, float]] = {"packed": {}, "stock": {}}
+    rounds = {"packed": [0.0] * repeats, "stock": [0.0] * repeats}
     for q in tokens:
         _forward_seconds(hf_model, q, 1, True), _forward_seconds(hf_model, q, 1, False)  # warm both
         runs: dict[str, list[float]] = {"packed": [], "stock": []}
-        for _ in range(repeats):
+        for i in range(repeats):
             runs["packed"] += _forward_seconds(hf_model, q, 1, True)
             runs["stock"] += _forward_seconds(hf_model, q, 1, False)
+            for way in runs:
+                rounds[way][i] += runs[way][-1]
         for way, times in runs.items():
             medians[way][q] = statistics.median(times)
     totals = {way: sum(m.values()) for way, m in medians.items()}
-    return {"packed": totals["packed"] < totals["stock"], "seconds": medians, "tokens": list(tokens)}
+    packed = totals["packed"] < totals["stock"]
+    decisive = all((p < s) == packed for p, s in zip(rounds["packed"], rounds["stock"]))
+    return {"packed": packed, "decisive": decisive, "seconds": medians, "tokens": list(tokens)}
 
 
 def choose_linears(hf_model: nn.Module, *, cache: bool = True, name: str = "") -> int:
@@ -244,7 +251,9 @@ def choose_linears(hf_model: nn.Module, *, cache: bool = True, name: str = "") -
         ms = {way: 1000 * sum(v.values()) for way, v in verdict["seconds"].items()}
         kept = "packed" if verdict["packed"] else "torch's own"
         print(f"leap: linears: {kept} kept (one and nine tokens: {ms['packed']:.1f} ms packed, {ms['stock']:.1f} ms "
-              f"stock)", file=sys.stderr, flush=True)
+              f"stock)" + ("" if verdict.get("decisive", True) else "; not every round agreed (a busy machine, or "
+                           "two paths as fast): not cached, measured again on the next load"), file=sys.stderr, flush=True)
+    if cache and verdict.get("decisive", True):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(verdict, indent=1, default=str))

@@ -135,3 +135,34 @@ def test_wrap_model_forces_either_way_and_measures_by_default(monkeypatch):
     monkeypatch.setattr("leap.core.modeling.model.choose_linears", lambda hf, **k: 123)
     model = wrap_model(tiny_hf_model())
     assert model.info["onednn_linears"] == 123 and model.info["linears"] == "measured"
+
+
+@pytest.mark.parametrize("last_round_reversed", [False, True])
+def test_a_verdict_some_round_contradicts_is_not_decisive(monkeypatch, last_round_reversed):
+    """measure_linears' verdict is decisive only when every interleaved round agrees with it: one round where the slower
+    path won (a busy moment, or two paths as fast) makes it not decisive, whatever the medians say."""
+    from leap.core.modeling import fast_linear
+
+    calls = {"n": 0}
+
+    def fake(hf_model, tokens, repeats, packed):  # packed 1 ms, stock 2 ms; the last round's the other way round
+        calls["n"] += 1
+        last = calls["n"] > 2 * (1 + 4) and calls["n"] <= 2 * (1 + 5) or calls["n"] > 2 * (1 + 5) + 2 * (1 + 4)
+        slow = (not packed) != (last and last_round_reversed)
+        return [0.002 if slow else 0.001]
+
+    monkeypatch.setattr(fast_linear, "_forward_seconds", fake)
+    verdict = fast_linear.measure_linears(None, repeats=5, tokens=(1, 9))
+    assert verdict["packed"] is True and verdict["decisive"] is (not last_round_reversed)
+
+
+def test_a_verdict_that_is_not_decisive_is_used_but_not_cached(monkeypatch, tmp_path, capsys):
+    from leap.core.modeling import fast_linear
+    from tests.tiny import tiny_hf_model
+
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    monkeypatch.setattr(fast_linear, "_CHOSEN", {})
+    monkeypatch.setattr(fast_linear, "measure_linears", lambda hf, **k: {
+        "packed": False, "decisive": False, "seconds": {"packed": {1: 0.002}, "stock": {1: 0.001}}, "tokens": [1]})
+    assert fast_linear.choose_linears(tiny_hf_model(), name="tiny") == 0
+    assert not (tmp_path / "linears").exists() and "not cached" in capsys.readouterr().err
