@@ -89,10 +89,11 @@ def calibration_key(model: LeapModel) -> dict[str, Any]:
     torch."""
     from leap.core.runtime.provenance import processor_name
 
-    arch = model.config.to_json_string(use_diff=False) if hasattr(model.config, "to_json_string") else ""
+    from leap.core.modeling.hf_interface import architecture_digest
+
     return {
         "model": model.name,
-        "architecture": hashlib.sha256(arch.encode()).hexdigest()[:12],
+        "architecture": architecture_digest(model.config)[:12],
         "device": str(model.device),
         "processor": processor_name(model.device),
         "dtype": str(model.dtype).replace("torch.", ""),

@@ -173,9 +173,10 @@ def _choice_key(hf_model: nn.Module) -> dict[str, Any]:
     """What the choice depends on: the architecture (its config), the processor, threads and torch."""
     from leap.core.runtime.provenance import processor_name
 
-    config = getattr(hf_model, "config", None)
-    arch = config.to_json_string(use_diff=False) if hasattr(config, "to_json_string") else type(hf_model).__name__
-    return {"architecture": hashlib.sha256(arch.encode()).hexdigest()[:16], "processor": processor_name("cpu"),
+    from leap.core.modeling.hf_interface import architecture_digest
+
+    arch = architecture_digest(getattr(hf_model, "config", None)) or type(hf_model).__name__
+    return {"architecture": arch, "processor": processor_name("cpu"),
             "threads": torch.get_num_threads(), "torch": torch.__version__}
 
 

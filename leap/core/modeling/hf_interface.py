@@ -36,7 +36,7 @@ import torch
 
 __all__ = [
     "TESTED_RANGE", "transformers_version", "cache_keyword", "call_layer", "output_cache", "dynamic_cache",
-    "register_attention", "sdpa_attention_forward", "rotary_function",
+    "register_attention", "sdpa_attention_forward", "rotary_function", "architecture_digest",
 ]
 
 # the transformers releases leap's suite has passed on (pyproject's bound stops below the next minor)
@@ -118,3 +118,17 @@ def register_attention(name: str, function) -> bool:
 def rotary_function(attention: torch.nn.Module):
     """The architecture's own ``apply_rotary_pos_emb`` (from the module that defines ``attention``)."""
     return importlib.import_module(type(attention).__module__).apply_rotary_pos_emb
+
+
+def architecture_digest(config: Any) -> str:
+    """A short hash of what a model *is* (its config's fields), not where its weights were read from: a GGUF's first
+    load reads the file and later ones the cached float copy, whose ``_name_or_path`` differs, and a cache keyed by the
+    whole config measured the same model twice (calibration, the linears' verdict). Empty for an object without a
+    transformers config."""
+    import hashlib
+    import json
+
+    if not hasattr(config, "to_dict"):
+        return ""
+    fields = {k: v for k, v in config.to_dict().items() if k not in ("_name_or_path", "transformers_version")}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]

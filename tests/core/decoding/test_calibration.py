@@ -253,3 +253,15 @@ def test_batch_sizes_are_measured_once_where_missing_and_kept_in_the_cache(tiny_
     assert measured == [[2, 4], [8]] and set(again.batch_curves) == {2, 4, 8}
     assert again.batch_curves[4] == costs.batch_curves[4]
     assert set(calibration_for(tiny_llama).batch_curves) == {2, 4, 8}
+
+
+def test_the_calibration_key_names_the_model_not_where_its_weights_were_read():
+    """The default model's first load reads its GGUF, later loads the cached float copy (another ``_name_or_path``):
+    one calibration serves both, where a key over the whole config measured it twice."""
+    from leap.core.decoding.calibrate import calibration_key
+    from tests.tiny import tiny_model
+
+    a, b = tiny_model(), tiny_model()
+    b.hf_model.config._name_or_path = "/cache/float-copy"
+    assert calibration_key(a) == calibration_key(b)
+    assert calibration_key(a)["architecture"] != calibration_key(tiny_model(layers=4))["architecture"]

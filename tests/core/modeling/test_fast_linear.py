@@ -166,3 +166,15 @@ def test_a_verdict_that_is_not_decisive_is_used_but_not_cached(monkeypatch, tmp_
         "packed": False, "decisive": False, "seconds": {"packed": {1: 0.002}, "stock": {1: 0.001}}, "tokens": [1]})
     assert fast_linear.choose_linears(tiny_hf_model(), name="tiny") == 0
     assert not (tmp_path / "linears").exists() and "not cached" in capsys.readouterr().err
+
+
+def test_the_verdict_is_keyed_by_shapes_not_by_where_the_weights_were_read():
+    """A GGUF's first load reads the file and later ones its cached float copy: the same architecture, so the same
+    verdict; a different shape is another key."""
+    from leap.core.modeling.fast_linear import _choice_key
+    from tests.tiny import tiny_hf_model
+
+    a, b = tiny_hf_model(), tiny_hf_model()
+    b.config._name_or_path = "/somewhere/else"
+    assert _choice_key(a) == _choice_key(b)
+    assert _choice_key(a) != _choice_key(tiny_hf_model(layers=4))
