@@ -122,13 +122,15 @@ def rotary_function(attention: torch.nn.Module):
 
 def architecture_digest(config: Any) -> str:
     """A short hash of what a model *is* (its config's fields), not where its weights were read from: a GGUF's first
-    load reads the file and later ones the cached float copy, whose ``_name_or_path`` differs, and a cache keyed by the
-    whole config measured the same model twice (calibration, the linears' verdict). Empty for an object without a
-    transformers config."""
+    load reads the file and later ones the cached float copy, whose ``_name_or_path`` differs and which has no GGUF
+    ``quantization_config`` (the weights were dequantised either way), and a cache keyed by the whole config measured
+    the same model twice (calibration, the linears' verdict). Empty for an object without a transformers config."""
     import hashlib
     import json
 
     if not hasattr(config, "to_dict"):
         return ""
     fields = {k: v for k, v in config.to_dict().items() if k not in ("_name_or_path", "transformers_version")}
+    if (fields.get("quantization_config") or {}).get("quant_method") == "gguf":  # the first load's note of the file
+        del fields["quantization_config"]  # it dequantised: the float copy later loads read has no such entry
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -263,5 +263,6 @@ def test_the_calibration_key_names_the_model_not_where_its_weights_were_read():
 
     a, b = tiny_model(), tiny_model()
     b.hf_model.config._name_or_path = "/cache/float-copy"
+    a.hf_model.config.quantization_config = {"quant_method": "gguf", "gguf_file": "m.gguf", "dequantize": False}
     assert calibration_key(a) == calibration_key(b)
     assert calibration_key(a)["architecture"] != calibration_key(tiny_model(layers=4))["architecture"]
