@@ -364,7 +364,7 @@ def wrap_model(
     on_cpu32 = weight.device.type == "cpu" and weight.dtype == torch.float32
     if fast_linear is None:
         info["onednn_linears"] = choose_linears(hf_model, cache=remember, name=name) if on_cpu32 else 0
-        info["linears"] = "measured"
+        info["linears"] = "measured" if on_cpu32 else "stock"  # packing applies to float32 on the CPU only
     else:
         info["onednn_linears"] = accelerate_linears(hf_model) if fast_linear else 0
         info["linears"] = "packed" if fast_linear else "stock"

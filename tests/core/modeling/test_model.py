@@ -49,7 +49,7 @@ def test_load_local_directory_and_decode(tmp_path, kind, fast_linear):
 def test_dtype_and_device_choices(tmp_path):
     folder = save_tiny_model(tmp_path / "m")
     model = load_model(str(folder), device="cpu", dtype="bfloat16")
-    assert model.dtype == torch.bfloat16 and model.info["onednn_linears"] == 0
+    assert model.dtype == torch.bfloat16 and model.info["onednn_linears"] == 0 and model.info["linears"] == "stock"
     with pytest.raises(LeapError, match="unknown dtype"):
         load_model(str(folder), dtype="float8")
     if not torch.cuda.is_available():
