@@ -126,6 +126,13 @@ def accelerate_linears(module: nn.Module) -> int:
     return replaced
 
 
+def _plain(packed: OneDNNLinear) -> nn.Linear:
+    """An ``nn.Linear`` on ``packed``'s very weight and bias tensors (nothing copied)."""
+    plain = nn.Linear(packed.in_features, packed.out_features, bias=packed.bias is not None, device="meta")
+    plain.weight, plain.bias = packed.weight, packed.bias
+    return plain
+
+
 @contextlib.contextmanager
 def stock_linears(module: nn.Module) -> Iterator[int]:
     """Run ``module`` with plain ``nn.Linear`` layers in place of :class:`OneDNNLinear`, then put them back.
@@ -139,11 +146,7 @@ def stock_linears(module: nn.Module) -> Iterator[int]:
     for parent in list(module.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, OneDNNLinear):
-                plain = nn.Linear(child.in_features, child.out_features, bias=child.bias is not None,
-                                  device="meta")
-                plain.weight = child.weight
-                plain.bias = child.bias
-                setattr(parent, name, plain)
+                setattr(parent, name, _plain(child))
                 swapped.append((parent, name, child))
     try:
         yield len(swapped)
@@ -159,9 +162,7 @@ def unpack_linears(module: nn.Module) -> int:
     for parent in list(module.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, OneDNNLinear):
-                plain = nn.Linear(child.in_features, child.out_features, bias=child.bias is not None, device="meta")
-                plain.weight, plain.bias = child.weight, child.bias
-                setattr(parent, name, plain)
+                setattr(parent, name, _plain(child))
                 swapped += 1
     return swapped
 
@@ -185,16 +186,14 @@ def _choice_file(digest: str) -> Path:
     return Path(os.environ.get("LEAP_CACHE", Path.home() / ".cache" / "leap")) / "linears" / f"{digest}.json"
 
 
-def _forward_seconds(hf_model: nn.Module, tokens: int, repeats: int, packed: bool) -> list[float]:
+def _forward_seconds(hf_model: nn.Module, tokens: int, packed: bool) -> float:
+    """One forward of ``hf_model`` over ``tokens`` tokens, with its packed linears or torch's own."""
     vocab = int(getattr(getattr(hf_model, "config", None), "vocab_size", 2) or 2)
     ids = (torch.arange(tokens) % max(vocab - 1, 1) + 1).unsqueeze(0)
-    times = []
     with torch.inference_mode(), (contextlib.nullcontext() if packed else stock_linears(hf_model)):
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            hf_model(input_ids=ids, use_cache=False)
-            times.append(time.perf_counter() - t0)
-    return times
+        t0 = time.perf_counter()
+        hf_model(input_ids=ids, use_cache=False)
+        return time.perf_counter() - t0
 
 
 def measure_linears(hf_model: nn.Module, *, repeats: int = 5, tokens: tuple[int, ...] = (1, 9)) -> dict[str, Any]:
@@ -207,12 +206,11 @@ def measure_linears(hf_model: nn.Module, *, repeats: int = 5, tokens: tuple[int,
     medians: dict[str, dict[int, float]] = {"packed": {}, "stock": {}}
     rounds = {"packed": [0.0] * repeats, "stock": [0.0] * repeats}
     for q in tokens:
-        _forward_seconds(hf_model, q, 1, True), _forward_seconds(hf_model, q, 1, False)  # warm both
+        _forward_seconds(hf_model, q, True), _forward_seconds(hf_model, q, False)  # warm both
         runs: dict[str, list[float]] = {"packed": [], "stock": []}
         for i in range(repeats):
-            runs["packed"] += _forward_seconds(hf_model, q, 1, True)
-            runs["stock"] += _forward_seconds(hf_model, q, 1, False)
             for way in runs:
+                runs[way].append(_forward_seconds(hf_model, q, way == "packed"))
                 rounds[way][i] += runs[way][-1]
         for way, times in runs.items():
             medians[way][q] = statistics.median(times)

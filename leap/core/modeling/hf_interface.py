@@ -28,8 +28,10 @@ version; ``leap doctor``, ``tests/core/modeling/test_hf_interface.py`` and ``.ci
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import inspect
+import json
 from typing import Any
 
 import torch
@@ -125,9 +127,6 @@ def architecture_digest(config: Any) -> str:
     load reads the file and later ones the cached float copy, whose ``_name_or_path`` differs and which has no GGUF
     ``quantization_config`` (the weights were dequantised either way), and a cache keyed by the whole config measured
     the same model twice (calibration, the linears' verdict). Empty for an object without a transformers config."""
-    import hashlib
-    import json
-
     if not hasattr(config, "to_dict"):
         return ""
     fields = {k: v for k, v in config.to_dict().items() if k not in ("_name_or_path", "transformers_version")}

@@ -145,11 +145,11 @@ def test_a_verdict_some_round_contradicts_is_not_decisive(monkeypatch, last_roun
 
     calls = {"n": 0}
 
-    def fake(hf_model, tokens, repeats, packed):  # packed 1 ms, stock 2 ms; the last round's the other way round
+    def fake(hf_model, tokens, packed):  # packed 1 ms, stock 2 ms; the last round's the other way round
         calls["n"] += 1
         last = calls["n"] > 2 * (1 + 4) and calls["n"] <= 2 * (1 + 5) or calls["n"] > 2 * (1 + 5) + 2 * (1 + 4)
         slow = (not packed) != (last and last_round_reversed)
-        return [0.002 if slow else 0.001]
+        return 0.002 if slow else 0.001
 
     monkeypatch.setattr(fast_linear, "_forward_seconds", fake)
     verdict = fast_linear.measure_linears(None, repeats=5, tokens=(1, 9))
