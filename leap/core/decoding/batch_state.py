@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from leap.core.modeling.hf_interface import call_layer
+from leap.core.modeling.direct.llama import layer_call
 from leap.core.modeling.layers import LayerPlan, LayerStack
 
 __all__ = ["BatchRow", "BatchOutcome", "BatchState"]
@@ -103,9 +103,9 @@ class BatchState:
             for p in range(passes):
                 if p:  # REPEAT: the second pass replaces the first pass's cache entries
                     self.cache.layers[index].crop(-q)
-                hidden = call_layer(model.layers[index], hidden, cache=self.cache, attention_mask=mask,
+                hidden = layer_call(model.layers[index], hidden, cache=self.cache, attention_mask=mask,
                                     position_ids=positions, position_embeddings=position_embeddings,
-                                    leap_layerwise=True, leap_window_mask=window_mask)
+                                    leap_window_mask=window_mask)
         return hidden
 
     def prefill(self, prompts: Sequence[Sequence[int]]) -> list:

@@ -31,6 +31,7 @@ import torch
 from leap.core.runtime.device import StepClock, wall_clock
 from leap.core.modeling.hf_interface import (TESTED_RANGE, cache_keyword, call_layer, register_attention,
                                              transformers_version)
+from leap.core.modeling.direct.llama import exact_difference, layer_call, takes
 from leap.core.modeling.kv_cache import ATTENTION_NAME, LeapKVCache, leap_sdpa_attention
 from leap.core.modeling.model import LeapModel
 
@@ -72,6 +73,8 @@ class LayerStack:
         self.window = int(window) if window and getattr(config, "use_sliding_window", True) else None
         self.step_clock = StepClock(self.device)  # marks within a step, one synchronisation per step
         self._neg_inf = torch.finfo(self.dtype).min
+        if self.num_layers:  # how its layers are called (leap.core.modeling.direct): checked once per kind of layer
+            model.info["layer_call"] = "direct" if takes(model.layers[0]) else "transformers"
 
     # ------------------------------------------------------------------ timing
     def clock(self) -> float:
@@ -169,14 +172,13 @@ class LayerStack:
             for p in range(passes):
                 if p:  # REPEAT: the second pass replaces the first pass's cache entries
                     cache.layers[index].crop(-q)
-                hidden = call_layer(
+                hidden = layer_call(  # leap.core.modeling.direct: Llama layers as operators, others via transformers
                     layer,
                     hidden,
                     cache=cache,
                     attention_mask=mask,
                     position_ids=position_ids,
                     position_embeddings=position_embeddings,
-                    leap_layerwise=True,  # leap's GQA attention path (leap.core.modeling.kv_cache)
                     leap_window_mask=window_mask,  # used by layers that declare a sliding window
                 )
         return hidden
@@ -291,4 +293,8 @@ def check_contract() -> list[str]:
     if not torch.allclose(ours, theirs, atol=1e-4, rtol=1e-4):
         problem(f"leap's layer-by-layer forward differs from the model's own forward by "
                 f"{(ours - theirs).abs().max().item():.3g} in the logits")
+    difference = exact_difference(model.model.layers[1])
+    if difference is not None:
+        problem(f"leap's direct call of LlamaDecoderLayer differs from the module's own by {difference:.3g} "
+                "(leap/core/modeling/direct/llama.py follows LlamaDecoderLayer.forward operator by operator)")
     return problems
