@@ -33,12 +33,14 @@ Who calls what: :meth:`leap.core.modeling.layers.LayerStack.run_layers` and
 
 from __future__ import annotations
 
+import functools
 import os
 import weakref
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.modules import module as torch_module
 
 from leap.core.modeling.hf_interface import call_layer
 from leap.core.modeling.kv_cache import ATTENTION_NAME, LeapKVCache, leap_sdpa_attention
@@ -72,12 +74,18 @@ def _rms_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return norm.weight * h.to(dtype)
 
 
+@functools.cache
+def _rotary():
+    """transformers' ``apply_rotary_pos_emb`` for Llama (imported on first use, as transformers' Llama is)."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    return apply_rotary_pos_emb
+
+
 def llama_layer(layer: nn.Module, hidden: torch.Tensor, cache: LeapKVCache, attention_mask: torch.Tensor | None,
                 position_embeddings: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """``LlamaDecoderLayer.forward`` with leap's cache and attention, as operators: ``hidden`` ``[B, q, H]`` ->
     ``[B, q, H]``; appends the layer's ``q`` keys and values to ``cache``."""
-    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
-
     attn, mlp = layer.self_attn, layer.mlp
     b, q = hidden.shape[0], hidden.shape[1]
     shape = (b, q, -1, attn.head_dim)
@@ -86,7 +94,7 @@ def llama_layer(layer: nn.Module, hidden: torch.Tensor, cache: LeapKVCache, atte
     key = _linear(attn.k_proj, x).view(shape).transpose(1, 2)
     value = _linear(attn.v_proj, x).view(shape).transpose(1, 2)
     cos, sin = position_embeddings
-    query, key = apply_rotary_pos_emb(query, key, cos, sin)
+    query, key = _rotary()(query, key, cos, sin)
     key, value = cache.layers[attn.layer_idx].append(key, value)
     out, _ = leap_sdpa_attention(attn, query, key, value, attention_mask, scaling=attn.scaling, leap_layerwise=True)
     out = out.reshape(b, q, -1).contiguous()
@@ -172,8 +180,6 @@ def _modules(layer: nn.Module) -> tuple[nn.Module, ...] | None:
 def _hooked(modules: tuple[nn.Module, ...]) -> bool:
     """Whether any forward hook is registered on these modules or globally: a direct call would skip it, so such a
     layer is called as a module (a hook that counts calls or reads activations sees every call)."""
-    from torch.nn.modules import module as torch_module
-
     if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
         return True
     return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
