@@ -35,7 +35,11 @@ written by an older leap (no ``schema``, or another) starts afresh, said once on
 option's mean moves by at least ``1/horizon`` of each new measurement (a running mean over the last ~``horizon``
 requests; Garivier & Moulines 2011's discounted bandits), so a machine or workload that changes is followed; and an
 option not measured for ``recheck`` requests counts as unseen again - a pruned option gets a trial every ``recheck``
-requests instead of never, since pruning would otherwise keep its old measurement forever.
+requests instead of never, since pruning would otherwise keep its old measurement forever. One at a time
+(:meth:`SearchMemory.rechecked`: the longest unmeasured): options pruned together go stale together, and on this
+project's machine one 65-token request of the README's main job then tried five of them before settling on
+``lowbit`` (``leap generate "Explain speculative decoding in two sentences." --json``'s ``trials``, by hand: 4.2 s
+where ``lowbit`` alone takes about 2); the others keep counting with their old means until their turn.
 
 Who calls what: :func:`leap.search.factory.agent_factory` prunes each request's options with it;
 :class:`leap.search.runner.OnlineSearch` records what each request measured (:meth:`observe`).
@@ -166,19 +170,30 @@ class SearchMemory:
         self.save()
 
     # ---------------------------------------------------------------- using it
-    def _counts(self, entry: dict[str, Any]) -> bool:
-        """Whether an entry is evidence: seen on ``min_requests`` requests, measured within ``recheck`` requests."""
-        fresh = not self.recheck or self.requests - int(entry.get("last", self.requests)) < self.recheck
-        return entry["requests"] >= self.min_requests and fresh
+    def _stale(self, entry: dict[str, Any]) -> bool:
+        """Not measured for ``recheck`` requests."""
+        return bool(self.recheck) and self.requests - int(entry.get("last", self.requests)) >= self.recheck
+
+    def rechecked(self) -> str | None:
+        """The one stale option this request measures again: the longest unmeasured (ties: by label), or None. One at
+        a time, so that a request never pays a trial of every option that went stale at once."""
+        stale = [(int(e.get("last", self.requests)), label) for label, e in self.stats.items()
+                 if e["requests"] >= self.min_requests and self._stale(e)]
+        return min(stale)[1] if stale else None
+
+    def _counts(self, label: str, entry: dict[str, Any]) -> bool:
+        """Whether an entry is evidence: seen on ``min_requests`` requests, and not the stale option this request
+        measures again (:meth:`rechecked`)."""
+        return entry["requests"] >= self.min_requests and not (self._stale(entry) and label == self.rechecked())
 
     def expected(self, label: str) -> float | None:
         """What ``label`` measured on average over earlier requests, once it counts (:meth:`_counts`)."""
         entry = self.stats.get(label)
-        return entry["mean"] if entry and self._counts(entry) else None
+        return entry["mean"] if entry and self._counts(label, entry) else None
 
     def best_expected(self) -> float | None:
         """The best :meth:`expected` of any option (None: no option counts yet)."""
-        seen = [e["mean"] for e in self.stats.values() if self._counts(e)]
+        seen = [e["mean"] for label, e in self.stats.items() if self._counts(label, e)]
         return max(seen) if seen else None
 
     def favourite(self, options: Sequence[Any]) -> Any | None:
@@ -210,7 +225,7 @@ class SearchMemory:
         if fingerprints:
             self.forget_changed(fingerprints)
         return self._ranked(options, {o.label: self.stats[o.label]["mean"] for o in options
-                                      if o.label in self.stats and self._counts(self.stats[o.label])})
+                                      if o.label in self.stats and self._counts(o.label, self.stats[o.label])})
 
     def rank_drafters(self, options: Sequence[Any], fingerprints: dict[str, str] | None = None) -> tuple[Any, ...]:
         """:meth:`prune` for options that stand for their whole drafter (objects with a ``name`` and a ``label``: the
@@ -221,7 +236,7 @@ class SearchMemory:
             self.forget_changed(fingerprints)
         best: dict[str, float] = {}
         for label, entry in self.stats.items():
-            if self._counts(entry):
+            if self._counts(label, entry):
                 name = label.split(":", 1)[0]
                 best[name] = max(best.get(name, entry["mean"]), entry["mean"])
         return self._ranked(options, {o.label: best[o.name] for o in options if o.name in best})

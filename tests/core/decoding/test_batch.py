@@ -332,7 +332,10 @@ def test_the_loss_budget_does_not_count_beginning_a_drafters_rows_as_a_loss(tiny
                            loss_budget=0.5)
     out = decoder.generate(batch, max_new_tokens=max_new)
     assert [r.token_ids for r in out.rows] == alone
-    assert sum(1 for c, d in zip(out.caps, out.drafters) if c and d == 0) > 1  # still drafting after its begin
+    # still drafting after the begin: the budget was not spent by it (which drafter the bandit then prefers is its own
+    # business, and rests on one timed step: on this project's VM the first ~10 ms of work after a pause run several
+    # times slower, so a one-pull comparison of drafters is not this test's to make)
+    assert sum(1 for c in out.caps if c) > 1
 
 
 def test_the_bandit_screens_caps_with_this_batch_sizes_calibrated_costs_and_the_rows_accepted_drafts(tiny_llama,
