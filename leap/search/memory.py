@@ -79,6 +79,7 @@ class SearchMemory:
         self.prior: Path | None = None  # the shipped prior this memory started from, if it did
         self.forgotten: list[str] = []  # options forgotten because their drafter changed (prune)
         self._fingerprints: dict[str, str] = {}  # today's, of the options last pruned: stamped on what observe learns
+        self._recheck: str | None = None  # the stale option this request measures again (prune chooses it)
         if self.path is not None and self.path.is_file():
             try:
                 data = json.loads(self.path.read_text())
@@ -160,7 +161,7 @@ class SearchMemory:
                             recheck=self.recheck)
         twin.stats = {k: dict(v) for k, v in self.stats.items()}
         twin.last_paid, twin.prior, twin.requests = self.last_paid, self.prior, self.requests
-        twin.forgotten, twin._fingerprints = list(self.forgotten), dict(self._fingerprints)
+        twin.forgotten, twin._fingerprints, twin._recheck = list(self.forgotten), dict(self._fingerprints), self._recheck
         return twin
 
     def adopt(self, other: SearchMemory) -> None:
@@ -174,17 +175,23 @@ class SearchMemory:
         """Not measured for ``recheck`` requests."""
         return bool(self.recheck) and self.requests - int(entry.get("last", self.requests)) >= self.recheck
 
+    def _choose_recheck(self, labels: Sequence[str]) -> None:
+        """Of ``labels`` (this request's options), the one stale option it measures again: the longest unmeasured
+        (ties: by label). One at a time, so that a request never pays a trial of every option that went stale at once;
+        chosen among the options on offer, so that a remembered option no longer offered never holds the turn."""
+        stale = [(int(self.stats[label].get("last", self.requests)), label) for label in labels
+                 if label in self.stats and self.stats[label]["requests"] >= self.min_requests
+                 and self._stale(self.stats[label])]
+        self._recheck = min(stale)[1] if stale else None
+
     def rechecked(self) -> str | None:
-        """The one stale option this request measures again: the longest unmeasured (ties: by label), or None. One at
-        a time, so that a request never pays a trial of every option that went stale at once."""
-        stale = [(int(e.get("last", self.requests)), label) for label, e in self.stats.items()
-                 if e["requests"] >= self.min_requests and self._stale(e)]
-        return min(stale)[1] if stale else None
+        """The stale option this request measures again (chosen by :meth:`prune` or :meth:`rank_drafters`), or None."""
+        return self._recheck
 
     def _counts(self, label: str, entry: dict[str, Any]) -> bool:
         """Whether an entry is evidence: seen on ``min_requests`` requests, and not the stale option this request
         measures again (:meth:`rechecked`)."""
-        return entry["requests"] >= self.min_requests and not (self._stale(entry) and label == self.rechecked())
+        return entry["requests"] >= self.min_requests and not (label == self._recheck and self._stale(entry))
 
     def expected(self, label: str) -> float | None:
         """What ``label`` measured on average over earlier requests, once it counts (:meth:`_counts`)."""
@@ -224,6 +231,7 @@ class SearchMemory:
         ``fingerprints`` (label -> today's drafter fingerprint), options whose drafter changed are forgotten first."""
         if fingerprints:
             self.forget_changed(fingerprints)
+        self._choose_recheck([o.label for o in options])
         return self._ranked(options, {o.label: self.stats[o.label]["mean"] for o in options
                                       if o.label in self.stats and self._counts(o.label, self.stats[o.label])})
 
@@ -234,6 +242,8 @@ class SearchMemory:
         option of its drafter (what ``lowbit:num_tokens=14`` measured speaks for ``lowbit``)."""
         if fingerprints:
             self.forget_changed(fingerprints)
+        names = {o.name for o in options}
+        self._choose_recheck([label for label in self.stats if label.split(":", 1)[0] in names])
         best: dict[str, float] = {}
         for label, entry in self.stats.items():
             if self._counts(label, entry):

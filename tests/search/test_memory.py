@@ -228,26 +228,28 @@ def test_a_pruned_option_gets_a_trial_again_after_recheck_requests():
 
 
 def test_options_that_went_stale_together_are_measured_again_one_request_at_a_time():
-    """Options pruned together go stale together; each request measures again only the longest unmeasured of them, the
-    others keep counting with their old means (red when every stale option counts as unseen at once: the README's
-    main job then tried five options on one short answer)."""
+    """Options pruned together go stale together; each request measures again only the longest unmeasured of those on
+    offer, the others keep counting with their old means (red when every stale option counts as unseen at once: the
+    README's main job then tried five options on one short answer; and red when a remembered option no longer on offer
+    can hold the turn, which would stop every recheck)."""
     memory = SearchMemory(None, keep=0.85, min_requests=2, recheck=3)
-    memory.observe({A.label: 2.0, C.label: 0.5}, A.label, 2.0)
+    gone = parse_option("prompt-lookup")  # remembered, then no longer offered
+    memory.observe({A.label: 2.0, gone.label: 0.4}, A.label, 2.0)
+    memory.observe({A.label: 2.0, C.label: 0.5, gone.label: 0.4}, A.label, 2.0)
     memory.observe({A.label: 2.0, C.label: 0.5, B.label: 0.6}, A.label, 2.0)  # B measured a request after C
     memory.observe({B.label: 0.6}, A.label, 2.0)
     assert memory.prune([A, B, C]) == (A,)
     memory.observe({}, A.label, 2.0)
     memory.observe({}, A.label, 2.0)  # C last measured 3 requests ago: stale; B not yet
-    assert memory.rechecked() == C.label and memory._stale(memory.stats[C.label])
-    assert not memory._stale(memory.stats[B.label])
-    memory.observe({}, A.label, 2.0)  # now both are stale, C the longer
-    assert memory._stale(memory.stats[B.label]) and memory._stale(memory.stats[C.label])
-    assert memory.rechecked() == C.label and memory.prune([A, B, C]) == (A, C)
+    assert memory.prune([A, B, C]) == (A, C) and memory.rechecked() == C.label
+    memory.observe({}, A.label, 2.0)  # now both are stale, C the longer (and prompt lookup longer still)
+    assert memory._stale(memory.stats[B.label]) and memory._stale(memory.stats[gone.label])
+    assert memory.prune([A, B, C]) == (A, C) and memory.rechecked() == C.label
     assert memory.expected(B.label) == pytest.approx(0.6) and memory.expected(C.label) is None
     memory.observe({C.label: 0.5}, A.label, 2.0)  # C measured again: B's turn
-    assert memory.rechecked() == B.label and memory.prune([A, B, C]) == (A, B)
+    assert memory.prune([A, B, C]) == (A, B) and memory.rechecked() == B.label
     memory.observe({B.label: 0.6}, A.label, 2.0)
-    assert memory.rechecked() is None and memory.prune([A, B, C]) == (A,)
+    assert memory.prune([A, B, C]) == (A,) and memory.rechecked() is None
 
 
 def test_an_older_leaps_memory_file_starts_afresh_and_machines_do_not_share_one(tmp_path, monkeypatch, tiny_llama,
