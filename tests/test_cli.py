@@ -235,6 +235,31 @@ def test_bad_files_are_one_line_errors_naming_the_fix(model_dir, tmp_path, capsy
         load_head(tiny_llama, head)
 
 
+def test_bad_models_prompts_and_imports_are_one_line_errors(model_dir, tmp_path, capsys, monkeypatch):
+    """Issue 54: each of these gave a traceback, or ran on silently (a string ``turns`` ran one turn per character)."""
+    fake = tmp_path / "fake.gguf"
+    fake.write_text("not a model")
+    assert main(["generate", "hi", "--model", str(fake)]) == 2
+    assert "is not a GGUF file" in capsys.readouterr().err
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello")
+    assert main(["generate", "hi", "--model", str(notes)]) == 2
+    assert "is a file but not a model" in capsys.readouterr().err
+    stringy = tmp_path / "p.jsonl"
+    stringy.write_text('{"question_id": 1, "category": "x", "turns": "Hello there"}\n')
+    assert main(["bench", "--model", model_dir, "--prompts", str(stringy), "--methods", "ar", "--out",
+                 str(tmp_path / "o")]) == 2
+    assert "turns must be a list of strings" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    for argv in (["check", "--import", "no_such_plugin_mod"],
+                 ["generate", "w5", "--model", model_dir, "--no-chat", "--import", "no_such_plugin_mod"]):
+        assert main(argv) == 2
+        assert "--import no_such_plugin_mod: no module of that name" in capsys.readouterr().err
+    (tmp_path / "needs_more.py").write_text("import no_such_dependency_mod\n")
+    assert main(["check", "--import", "needs_more"]) == 2
+    assert "imports 'no_such_dependency_mod', which is not installed" in capsys.readouterr().err
+
+
 def test_a_prompt_file_runs_whole_unless_told(model_dir, tmp_path, capsys):
     """A --prompts file of one's own ran 2 prompts per category unless --num-prompts said otherwise (a file of
     13 prompts in one category ran 2, silently); Spec-Bench keeps its 2 per category."""

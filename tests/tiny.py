@@ -96,3 +96,61 @@ def same_or_float_tie(model: LeapModel, prompt: list[int], got: list[int], ref: 
         logits = model.hf_model(input_ids=ids).logits[0, -1].float()
     best = logits.max()
     return bool(best - logits[ref[i]] < FLOAT_TIE and best - logits[got[i]] < FLOAT_TIE)
+
+
+def _gguf_permute(weight, heads: int):
+    """``convert_hf_to_gguf.py``'s permutation of Llama's q/k rows (llama.cpp's rope rotates adjacent pairs)."""
+    return (weight.reshape(heads, 2, weight.shape[0] // heads // 2, *weight.shape[1:])
+            .swapaxes(1, 2).reshape(weight.shape))
+
+
+def save_tiny_gguf(model: LeapModel, path: Path) -> Path:
+    """Write a tiny Llama ``model`` as a float32 GGUF that llama.cpp loads in milliseconds (tensors named and q/k
+    permuted as ``convert_hf_to_gguf.py`` does; a tokenizer of placeholder tokens, since the runner feeds ids):
+    fast tests of the llama.cpp runner and the KV handoff without the default model."""
+    import gguf
+    import numpy as np
+
+    config, hf = model.config, model.hf_model
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_context_length(config.max_position_embeddings)
+    writer.add_embedding_length(config.hidden_size)
+    writer.add_block_count(config.num_hidden_layers)
+    writer.add_feed_forward_length(config.intermediate_size)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
+    writer.add_rope_freq_base(float(getattr(config, "rope_theta", None)
+                                    or config.rope_parameters["rope_theta"]))
+    writer.add_rope_dimension_count(config.hidden_size // heads)
+    writer.add_vocab_size(config.vocab_size)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list([f"<t{i}>" for i in range(config.vocab_size)])
+    writer.add_token_scores([0.0] * config.vocab_size)
+    writer.add_token_types([gguf.TokenType.NORMAL] * config.vocab_size)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(3)
+    state = {k: v.detach().float().cpu() for k, v in hf.state_dict().items()}
+    tensors = {"token_embd.weight": state["model.embed_tokens.weight"], "output_norm.weight": state["model.norm.weight"],
+               "output.weight": state["lm_head.weight"]}
+    for i in range(config.num_hidden_layers):
+        p = f"model.layers.{i}."
+        tensors.update({
+            f"blk.{i}.attn_norm.weight": state[p + "input_layernorm.weight"],
+            f"blk.{i}.attn_q.weight": _gguf_permute(state[p + "self_attn.q_proj.weight"], heads),
+            f"blk.{i}.attn_k.weight": _gguf_permute(state[p + "self_attn.k_proj.weight"], kv_heads),
+            f"blk.{i}.attn_v.weight": state[p + "self_attn.v_proj.weight"],
+            f"blk.{i}.attn_output.weight": state[p + "self_attn.o_proj.weight"],
+            f"blk.{i}.ffn_norm.weight": state[p + "post_attention_layernorm.weight"],
+            f"blk.{i}.ffn_gate.weight": state[p + "mlp.gate_proj.weight"],
+            f"blk.{i}.ffn_up.weight": state[p + "mlp.up_proj.weight"],
+            f"blk.{i}.ffn_down.weight": state[p + "mlp.down_proj.weight"]})
+    for name, tensor in tensors.items():
+        writer.add_tensor(name, np.ascontiguousarray(tensor.numpy(), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -126,7 +126,8 @@ def machine_info(model: LeapModel) -> dict[str, Any]:
     return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
             "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
             "device": str(model.device), "dtype": str(model.dtype).replace("torch.", ""),
-            "cuda": torch.cuda.get_device_name(model.device) if model.device.type == "cuda" else None}
+            "cuda": torch.cuda.get_device_name(model.device) if model.device.type == "cuda" else None,
+            "onednn_linears": int(model.info.get("onednn_linears", 0)), "layer_call": model.info.get("layer_call")}
 
 
 class _NoBar:

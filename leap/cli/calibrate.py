@@ -23,11 +23,13 @@ def run(args: argparse.Namespace) -> int:
     from leap.core.decoding.calibrate import batch_calibration_for, calibration_for
     from leap.core.errors import SettingsError
 
-    model = load_for(args)
     try:
         sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
     except ValueError:
         raise SettingsError(f"--batch-sizes takes row counts separated by commas, e.g. 2,4,8; got {args.batch_sizes!r}") from None
+    if any(b < 1 for b in sizes):
+        raise SettingsError(f"--batch-sizes takes row counts of at least 1, e.g. 2,4,8; got {args.batch_sizes!r}")
+    model = load_for(args)
     costs = (batch_calibration_for(model, sizes, refresh=args.refresh) if sizes
              else calibration_for(model, refresh=args.refresh))
     if args.json:

@@ -68,9 +68,20 @@ def import_modules(modules: Sequence[str]) -> None:
 
     from leap.core.runtime.provenance import record_plugin
 
+    from leap.core.errors import LeapError
+
     for module in modules:
         sys.path.insert(0, ".")
-        record_plugin(importlib.import_module(module))  # records name the plug-ins that made them
+        try:
+            imported = importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            if err.name and (module == err.name or module.startswith(err.name + ".")):
+                raise LeapError(f"--import {module}: no module of that name on the path (the working directory is "
+                                "on it); check the spelling, run from the folder that holds it, or pip install it") \
+                    from None
+            raise LeapError(f"--import {module}: it imports {err.name!r}, which is not installed; install it "
+                            "or fix the plug-in's import") from None
+        record_plugin(imported)  # records name the plug-ins that made them
 
 
 def load_for(args: argparse.Namespace):

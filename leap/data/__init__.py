@@ -42,9 +42,15 @@ def load_prompts(path: str | Path | None = None) -> list[dict]:
             row = json.loads(line)
         except json.JSONDecodeError as err:
             raise LeapError(f"{path}:{n}: not a JSON object ({err.msg}); one prompt per line") from None
+        if not isinstance(row, dict):
+            raise LeapError(f"{path}:{n}: not a JSON object; one prompt per line")
         missing = {"question_id", "category", "turns"} - set(row)
         if missing or not row.get("turns"):
             raise LeapError(f"{path}:{n}: each prompt needs question_id, category and non-empty turns")
+        turns = row["turns"]
+        if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
+            raise LeapError(f"{path}:{n}: turns must be a list of strings, one per user turn "
+                            f'(e.g. "turns": ["Hello"]); got a {type(turns).__name__}')
         rows.append(row)
     return rows
 

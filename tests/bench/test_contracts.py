@@ -68,3 +68,28 @@ def test_leap_check_imports_a_module_and_names_each_failure(tmp_path, monkeypatc
     out = capsys.readouterr().out
     assert "[FAIL] metric check-chatty" in out and "host reads" in out and "to_numpy" in out
     assert "0 passed, 1 failed" in out
+
+
+class Unseeded(SearchAgent):
+    """Ignores its seed: draws from one generator seeded once, whatever seed it is given."""
+
+    def __init__(self, space, *, seed=None, **kwargs):
+        import numpy as np
+
+        super().__init__(space, seed=seed, **kwargs)
+        self.fixed = np.random.default_rng(1234)
+
+    def ask(self, history):
+        choice = [int(self.fixed.integers(len(u.actions))) for u in self.space.units]
+        return self.space.to_config(choice) if self.space.is_valid(choice) else None
+
+
+def test_an_agent_that_ignores_its_seed_is_flagged():
+    """Issue 54: the check's tests only fed it agents that pass; an agent whose every seed gives one search, while it
+    declares itself seeded, is told to draw from self.rng (red when the seed check is skipped)."""
+    search_agents.add("check-unseeded", Unseeded)
+    try:
+        found = contracts.check_agent("check-unseeded")
+    finally:
+        search_agents.remove("check-unseeded")
+    assert any("4 seeds gave 1 distinct searches" in line and "self.rng" in line for line in found), found

@@ -78,14 +78,48 @@ def test_resume_refuses_other_settings_and_report_refuses_to_pool_them(tiny_llam
     assert main(["report", str(tmp_path), "--mixed"]) == 0
 
 
+#: every field that splits two experiments (issue 54: batch size and the machine fields were missing); listed here,
+#: not read from RESULT_SETTINGS / MACHINE_SETTINGS, so a field dropped from those tuples turns this test red
+SPLITTING = [("settings", "max_new_tokens", 6), ("settings", "temperatures", [1.0]), ("settings", "chat", True),
+             ("settings", "seed", 3), ("settings", "runs", 2), ("settings", "method_args", {"ar": {"x": 1}}),
+             ("settings", "batch_size", 4), ("machine", "device", "cuda:0"), ("machine", "dtype", "bfloat16"),
+             ("machine", "torch_threads", 64), ("machine", "onednn_linears", 99), ("machine", "layer_call", "other"),
+             ("machine", "cuda", "NVIDIA H100")]
+
+
+@pytest.mark.parametrize("part, field, other", SPLITTING)
+def test_a_meta_record_that_differs_in_any_result_or_machine_setting_is_another_experiment(tiny_llama, part, field,
+                                                                                          other):
+    from leap.bench.records import MemoryRecords, settings_conflict
+
+    meta = json.loads(json.dumps(Bench(tiny_llama, ROWS, settings(), None, records=MemoryRecords(),
+                                       progress=False).meta_record(2), default=str))
+    assert field in meta[part] or part == "machine"
+    changed = {**meta, part: {**meta[part], field: other}}
+    assert settings_conflict([meta, json.loads(json.dumps(meta))]) is None
+    assert field in (settings_conflict([meta, changed]) or "")
+
+
+def test_resume_refuses_another_batch_size(tiny_llama, tmp_path):
+    """Issue 54: a run at --batch-size 2 resumed at 4 exited 0, and the report paired a 4-row batch with a 2-row one
+    ("2.42x", a false "0/1 lossless")."""
+    Bench(tiny_llama, BATCH_ROWS[:2], settings(methods=["ar"], batch_size=2), tmp_path, progress=False).run()
+    before = answers(tmp_path)
+    with pytest.raises(SettingsError, match="batch_size: 2 vs 4"):
+        Bench(tiny_llama, BATCH_ROWS, settings(methods=["ar"], batch_size=4), tmp_path, resume=True,
+              progress=False).run()
+    assert answers(tmp_path) == before
+
+
 class Flaky(BenchMethod):
     name = "flaky"
+    broken = True  # fails on q2 while set
 
     def __init__(self, inner):
         self.inner = inner
 
     def run(self, ids, **kw):
-        if 8 in ids:  # q2's prompt
+        if Flaky.broken and 8 in ids:  # q2's prompt
             raise RuntimeError("boom on q2")
         return self.inner.run(ids, **kw)
 
@@ -97,6 +131,7 @@ def flaky_method():
     bench_methods.add("flaky", lambda model, options: Flaky(make_method("ar", model, options)))
     yield
     bench_methods.remove("flaky")
+    Flaky.broken = True
 
 
 def test_a_failing_method_is_recorded_and_the_run_goes_on(tiny_llama, tmp_path, flaky_method):
@@ -108,6 +143,17 @@ def test_a_failing_method_is_recorded_and_the_run_goes_on(tiny_llama, tmp_path, 
     assert len([r for r in recs if r["status"] == "ok"]) == 8  # q2: ar + pld; q1: 2 turns x 3 methods
     row = next(r for r in summarise(read_records(tmp_path)) if r.method == "flaky" and r.category == "overall")
     assert row.failed == 1 and row.generations == 2
+
+
+def test_a_failed_generation_is_retried_on_resume_and_the_retry_is_reported(tiny_llama, tmp_path, flaky_method):
+    """docs/bench.md: failed generations are retried by --resume; the report counts the retry, not the failure."""
+    Bench(tiny_llama, ROWS[1:], settings(methods=["flaky"]), tmp_path, progress=False).run()
+    assert [r["status"] for r in answers(tmp_path) if r["method"] == "flaky"] == ["failed"]
+    Flaky.broken = False
+    Bench(tiny_llama, ROWS[1:], settings(methods=["flaky"]), tmp_path, resume=True, progress=False).run()
+    assert [r["status"] for r in answers(tmp_path) if r["method"] == "flaky"] == ["failed", "ok"]
+    row = next(r for r in summarise(read_records(tmp_path)) if r.method == "flaky" and r.category == "overall")
+    assert row.failed == 0 and row.generations == 1
 
 
 def test_bad_settings_name_the_fix():

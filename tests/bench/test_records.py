@@ -9,7 +9,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from leap.bench.records import RECORDS_FILE, RecordFile, read_records
+from leap.core.errors import LeapError
 
 
 def test_resume_after_a_torn_write_keeps_the_next_record(tmp_path):
@@ -49,3 +52,37 @@ def test_sigkill_mid_write_then_resume_loses_and_duplicates_nothing(tmp_path):
     assert n > 0 and [r["i"] for r in file.records] == list(range(n))  # none lost between, none twice
     file.append({"i": n})
     assert [r["i"] for r in read_records(tmp_path)] == list(range(n + 1))
+
+
+def _answer(i: int, **kw) -> dict:
+    return {"kind": "answer", "question_id": f"q{i}", "category": "c", "turn": 0, "temperature": 0.0, "run": 0,
+            "method": "ar", "status": "ok", "new_tokens": 4, "wall_time_s": 0.1, **kw}
+
+
+def test_a_damaged_line_before_the_last_is_named_never_dropped(tmp_path):
+    """Issue 54: one damaged middle line turned 5/5 at 0.93x into 4/4 at 0.91x without a word."""
+    lines = [json.dumps(_answer(i)) for i in range(5)]
+    lines[2] = lines[2][:30]
+    (tmp_path / RECORDS_FILE).write_text("\n".join(lines) + "\n")
+    with pytest.raises(LeapError, match=r"line 3 is damaged.*only a torn last line"):
+        read_records(tmp_path)
+
+
+def test_a_torn_last_line_is_skipped_and_said(tmp_path, capsys):
+    lines = [json.dumps(_answer(i)) for i in range(3)]
+    (tmp_path / RECORDS_FILE).write_text("\n".join(lines) + "\n" + lines[0][:25] + "\n\n")
+    assert len(read_records(tmp_path)) == 3
+    assert "line 4 is torn" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field", ["category", "wall_time_s", "new_tokens", "question_id", "method"])
+def test_an_answer_without_a_field_the_report_reads_is_named(tmp_path, field):
+    """Issue 54: a record without ``category`` or ``wall_time_s`` gave a KeyError traceback from ``leap report``."""
+    recs = [_answer(0), _answer(1)]
+    del recs[1][field]
+    (tmp_path / RECORDS_FILE).write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(LeapError, match=f"line 2: an answer record without {field}"):
+        read_records(tmp_path)
+    failed = {k: v for k, v in _answer(2, status="failed").items() if k not in ("new_tokens", "wall_time_s")}
+    (tmp_path / RECORDS_FILE).write_text(json.dumps(failed) + "\n")
+    assert read_records(tmp_path) == [failed]  # a failed record has no times

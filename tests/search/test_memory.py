@@ -327,3 +327,44 @@ def test_favourite_first_tries_the_memorys_favourite_first_and_settles_when_noth
         assert default.stop != "memory" or default.iterations > 1
     draws = {run(False, seed, 0.9 * r, favourite=r).trials[0]["config"] for seed in range(6)}
     assert draws != {"suffix"}  # off: the agent's own first draws
+
+
+def test_a_memory_is_kept_per_dtype_and_device(tmp_path, monkeypatch, tiny_llama):
+    """Issue 54: a GPU bfloat16 memory would prune float32 options (red when the dtype or device leaves the key)."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    memory = memory_for(tiny_llama, prior=False)
+    memory.observe({A.label: 1.5}, A.label, 1.6)
+    for other in ({"dtype": "torch.bfloat16"}, {"device": "cuda:0"}):
+        twin = SimpleNamespace(**{"name": tiny_llama.name, "device": tiny_llama.device, "dtype": tiny_llama.dtype,
+                                  **other})
+        elsewhere = memory_for(twin, prior=False)
+        assert elsewhere.empty and elsewhere.path != memory.path
+
+
+def test_a_compare_round_adopted_moves_the_request_clock(tmp_path):
+    """Issue 54: ``--compare`` learns from a copy and adopts it; without the copy's request count, a pruned option's
+    ``recheck`` clock never ran on (red when :meth:`adopt` keeps the old count, in memory or in the file)."""
+    memory = SearchMemory(tmp_path / "m.json", keep=0.85, min_requests=2, recheck=3)
+    for _ in range(2):
+        memory.observe({A.label: 2.0, C.label: 0.5}, A.label, 2.0)
+    for _ in range(3):  # three --compare commands, each adopting one round's copy
+        twin = memory.copy()
+        twin.observe({A.label: 2.0}, A.label, 2.0)
+        memory.adopt(twin)
+    assert memory.requests == 5
+    assert SearchMemory(tmp_path / "m.json", recheck=3).requests == 5
+    assert memory.prune([A, C]) == (A, C) and memory.rechecked() == C.label  # C is stale: measured again
+
+
+@pytest.mark.parametrize("fixed, speedup, paid", [(C.label, 0.9, False), (C.label, 1.2, True), (None, None, False)])
+def test_a_request_whose_kept_option_lost_widens_the_next_cut(fixed, speedup, paid):
+    """Issue 54: "the last request did not pay" when the kept option's fixed phase ran slower than plain decoding
+    (red when only a request that kept nothing counts as not paying)."""
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    for _ in range(2):
+        memory.observe({A.label: 2.0, B.label: 1.6}, A.label, 2.0)
+    memory.observe({}, fixed, speedup)
+    assert memory.last_paid is paid
+    assert memory.prune([A, B]) == ((A,) if paid else (A, B))  # B (0.8 x A) is back inside 0.85 ** 2 only

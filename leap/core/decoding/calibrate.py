@@ -286,20 +286,24 @@ def batch_calibration_for(model: LeapModel, sizes: Sequence[int], **kwargs: Any)
     """:func:`calibration_for`, with :func:`batch_curves` measured for the ``sizes`` it lacks (and kept in the
     same cache file): what :class:`~leap.core.decoding.batch.BatchDecoder` asks for when its bandit screens chain
     caps by the cost model, and ``leap calibrate --batch-sizes``."""
-    costs = calibration_for(model, **kwargs)
+    bad = sorted({int(b) for b in sizes if int(b) < 1})
+    if bad:
+        from leap.core.errors import SettingsError
+
+        raise SettingsError(f"batch sizes are row counts of at least 1; got {', '.join(map(str, bad))} "
+                         "(e.g. --batch-sizes 2,4,8)")
+    costs, kept = _calibration_and_kept(model, **kwargs)
     missing = sorted({int(b) for b in sizes if int(b) > 1} - set(costs.batch_curves))
     if not missing:
         return costs
-    print(f"leap: measuring batched verification at {', '.join(map(str, missing))} rows (first use; cached)",
-          file=sys.stderr, flush=True)
+    print(f"leap: measuring batched verification at {', '.join(map(str, missing))} rows (first use; "
+          + ("cached)" if kept else "not cached: the calibration it extends was not)"), file=sys.stderr, flush=True)
     costs.batch_curves.update(batch_curves(model, missing, context=costs.context or 128))
-    if kwargs.get("cache", True):
-        path = _cache_file(calibration_key(model))
-        if path.is_file():  # only a calibration that was kept (one measured on a busy machine never is)
-            try:
-                path.write_text(json.dumps(costs.to_dict(), indent=1))
-            except OSError:
-                pass
+    if kept:  # only the calibration that is in the cache file (one its self-check rejected never is)
+        try:
+            _cache_file(calibration_key(model)).write_text(json.dumps(costs.to_dict(), indent=1))
+        except OSError:
+            pass
     return costs
 
 
@@ -349,15 +353,23 @@ def calibration_for(model: LeapModel, *, refresh: bool = False, cache: bool = Tr
     """The cached calibration of ``model`` on this machine, measured (and cached) on first use.
 
     ``refresh=True`` measures again; ``cache=False`` neither reads nor writes the cache. Keyword
-    arguments go to :func:`calibrate`.
+    arguments go to :func:`calibrate`. A calibration its :func:`self_check` rejects is returned for this
+    process and never written, so the cached one (if any) stays.
     """
+    return _calibration_and_kept(model, refresh=refresh, cache=cache, **kwargs)[0]
+
+
+def _calibration_and_kept(model: LeapModel, *, refresh: bool = False, cache: bool = True,
+                          **kwargs: Any) -> tuple[Calibration, bool]:
+    """:func:`calibration_for`, and whether what it returns is what the cache file holds (read from it, or
+    measured, accepted and written): only then may :func:`batch_calibration_for` write its additions there."""
     key = calibration_key(model)
     path = _cache_file(key)
     if cache and not refresh and path.is_file():
         try:
             data = json.loads(path.read_text())
             if data.get("key") == key:
-                return Calibration.from_dict(data)
+                return Calibration.from_dict(data), True
         except (OSError, ValueError, KeyError, TypeError):
             pass  # unreadable: measure again
     if cache:
@@ -371,11 +383,12 @@ def calibration_for(model: LeapModel, *, refresh: bool = False, cache: bool = Tr
     if problems:  # measured under load: used for this process, never kept for good
         print("leap: calibration looks measured on a busy machine (" + "; ".join(problems) + "); using it now but "
               "not caching it - run `leap calibrate --refresh` on a quiet machine", file=sys.stderr, flush=True)
-        return result
-    if cache:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(result.to_dict(), indent=1))
-        except OSError:
-            pass  # a read-only home only costs a re-measurement
-    return result
+        return result, False
+    if not cache:
+        return result, False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result.to_dict(), indent=1))
+    except OSError:
+        return result, False  # a read-only home only costs a re-measurement
+    return result, True

@@ -56,10 +56,13 @@ import torch
 
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
+from leap.core.runtime.notices import say_once
 from leap.core.modeling.low_bit import QUANTS, LowBitRunner, make_row_runners, make_runner, runner_unavailable
 from leap.core.trees.draft_tree import DraftTree
 from leap.core.trees.stochastic_tree import delayed_shape, fill_shape, gumbel_top_k, most_likely, sibling_shape
 from leap.core.verify.sampling import DenseDraw, SamplingSettings, target_probs
+
+_SAID: set[str] = set()  # the notices said in this process (tests clear it)
 
 __all__ = ["LowBit", "SHAPES", "PRE"]
 
@@ -235,6 +238,9 @@ class LowBit(Drafter):
         tail instead of failing (issue 33: a > 4096-token prompt failed a joint search that never chose lowbit)."""
         limit = self._runner().n_ctx
         if limit is not None and len(tokens) - self._start + extra > limit:
+            say_once(f"leap: lowbit: the draft's context (n_ctx={limit}) is shorter than a request; it drafts from "
+                     f"the request's last {limit // 2} tokens only and accepts less - raise n_ctx (0: the model's "
+                     "own)", _SAID)
             self._start = min(max(len(tokens) + extra - limit // 2, 0), len(tokens) - 1)
         return list(tokens[self._start:])
 

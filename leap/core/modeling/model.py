@@ -76,6 +76,10 @@ def resolve_model(name: str) -> ModelSource:
     if path.suffix.lower() == ".gguf":
         if not path.is_file():
             raise ModelNotFoundError(f"GGUF file {path} does not exist; check the path")
+        with path.open("rb") as f:
+            if f.read(4) != b"GGUF":
+                raise ModelNotFoundError(f"{path} is not a GGUF file (it does not begin with the GGUF magic bytes); "
+                                         "pass a .gguf model file or a Hugging Face model folder")
         return ModelSource(str(path.parent), path.name, path.stem)
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -84,7 +88,10 @@ def resolve_model(name: str) -> ModelSource:
                 "or a .gguf file"
             )
         return ModelSource(str(path), None, path.name)
-    if path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
+    if path.exists():
+        raise ModelNotFoundError(f"{name!r} is a file but not a model leap reads; pass a .gguf file or a Hugging Face "
+                                 "model folder (with config.json)")
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise ModelNotFoundError(f"model path {name!r} does not exist; check the path")
     return ModelSource(name, None, name)  # a hub id, resolved by transformers
 

@@ -9,11 +9,13 @@ costs nothing there, but the same line is a sync on a GPU, so the count is the d
 method call passes through it, and these are counted as reads, by kind:
 
 * ``item``, ``tolist``, ``numpy``, ``__array__`` (``np.asarray(t)``), ``__float__``, ``__int__``,
-  ``__bool__`` (``if t:``, ``bool(t)``), ``__index__`` (``xs[t]``, ``range(t)``);
+  ``__bool__`` (``if t:``, ``bool(t)``), ``__index__`` (``xs[t]``, ``range(t)``), ``__repr__`` and ``__str__``
+  (``str(t)``, ``print(t)``), ``__format__`` (``f"{t:.3f}"``), ``__contains__`` (``x in t``);
 * ops whose output's shape, or Python result, depends on the values (a synchronisation on CUDA): ``nonzero``,
   ``argwhere``, ``masked_select``, ``unique``, ``unique_consecutive``, ``equal``, ``allclose``, ``is_nonzero``,
-  one-argument ``where``, ``repeat_interleave`` with a tensor of repeats, and boolean-mask indexing
-  (``x[mask]``, counted as ``mask-index``);
+  ``bincount``, ``one_hot`` without ``num_classes``, one-argument ``where``, ``repeat_interleave`` with a tensor
+  of repeats or one argument (the repeats themselves), and boolean-mask indexing (``x[mask]``, counted as
+  ``mask-index``);
 * ``cpu`` and ``to("cpu")`` (an explicit copy to the host; :func:`~leap.core.runtime.device.to_host`).
 
 ``bytes`` adds up what those reads carried (a scalar read: one element; the others: the whole tensor), so a
@@ -45,12 +47,13 @@ from torch.overrides import TorchFunctionMode
 __all__ = ["HostReads", "READ_KINDS", "on_host"]
 
 READ_KINDS = frozenset({"item", "tolist", "numpy", "__array__", "__float__", "__int__", "__bool__", "__index__",
+                        "__repr__", "__str__", "__format__", "__contains__",
                         "nonzero"})  # nonzero: its output's shape depends on the values (a sync on CUDA)
 #: ops whose result is a Python value or whose output shape depends on the tensor's values: the host must see the
 #: values (on CUDA: a synchronisation), so each call is one read, recorded under the op's name (boolean-mask
 #: indexing as "mask-index", one-argument ``where`` as "where", ``repeat_interleave`` with tensor repeats)
 _DATA_DEPENDENT = frozenset({"equal", "allclose", "masked_select", "unique", "unique_consecutive", "argwhere",
-                             "is_nonzero"})
+                             "is_nonzero", "bincount"})  # bincount: max(minlength, the largest value + 1) bins
 _COPIES = frozenset({"cpu", "to"})
 
 
@@ -67,9 +70,15 @@ def _data_dependent(name: str, args, kwargs) -> str | None:
     if name == "where" and len(args) + len(kwargs) == 1:
         return "where"
     if name == "repeat_interleave":
+        if len(args) == 1 and "repeats" not in kwargs:  # torch.repeat_interleave(repeats): the counts are the values
+            return "repeat_interleave"
         repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
         if isinstance(repeats, torch.Tensor) and repeats.numel() > 1:
             return "repeat_interleave"
+    if name == "one_hot":  # without num_classes, the largest value sets the width
+        classes = args[1] if len(args) > 1 else kwargs.get("num_classes", -1)
+        if classes is None or int(classes) < 0:
+            return "one_hot"
     if name == "__getitem__" and len(args) > 1 and _is_mask(args[1]):
         return "mask-index"
     return None

@@ -131,6 +131,24 @@ def test_sampled_rows_follow_the_target_distribution_and_a_rule_that_keeps_every
 
 
 
+def test_lowbit_rows_adapt_their_chain_in_a_batch(tiny_llama, monkeypatch):
+    """Issue 54: each lowbit row grows its chain where its drafts are accepted whole, in a batch as alone (lossless
+    tests cannot see it; red when the batch gives its rows no feedback). The draft here is the target itself, in
+    float32, so every chain is accepted whole and grows 2 -> 4 -> 6 -> 8."""
+    from leap.core.drafters import lowbit as lowbit_module
+    from tests.core.drafters.test_lowbit import FloatRunner
+
+    monkeypatch.setattr(lowbit_module, "make_runner", lambda model, **kw: FloatRunner(model))
+    monkeypatch.setattr(lowbit_module, "make_row_runners", lambda model, n, **kw: [FloatRunner(model) for _ in range(n)])
+    prompts = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
+    decoder = BatchDecoder(tiny_llama, "lowbit", num_tokens=16,
+                           drafter_kwargs={"num_tokens": 2, "adapt": 8, "backend": "torch-int8"})
+    out = decoder.generate(prompts, max_new_tokens=40)
+    assert [r.token_ids for r in out.rows] == [_alone(tiny_llama, p, 40).token_ids for p in prompts]
+    assert [d.chain for d in decoder._pools[0]] == [8, 8]
+    assert all(max(r.accepted_lengths) == 9 for r in out.rows)  # a chain of 8 accepted, and the target's token
+
+
 def test_lowbit_rows_are_handed_their_own_prefill_and_stay_lossless(tiny_llama, monkeypatch):
     """Issue 35's KV handoff in a batch: each lowbit row's draft cache starts as its own prompt's keys and values from
     its own prefill (not the batch's padded slots), none is fed its prompt, and every row is its prompt decoded

@@ -11,6 +11,7 @@ from leap.core.runtime.costs import DENSE_K, MAX_K, Calibration
 from leap.core.decoding import calibrate as calibrate_module
 from leap.core.decoding.calibrate import calibrate, calibration_for, keeps_paying, verify_grid
 from leap.core.config import LayerConfig
+from leap.core.errors import SettingsError
 from leap.core.decoding.decoder import SelfSpecDecoder
 from tests.costs import fake_costs
 
@@ -216,6 +217,32 @@ def test_a_calibration_measured_under_load_is_flagged_and_not_cached(tiny_llama,
     zero = Calibration.from_dict({**real(tiny_llama, context=16, repeats=1, long_context=0).to_dict(), "layer_cost": 0.0,
                                   "step_s": 1.0})
     assert any("costing nothing" in p for p in calibrate_module.self_check(tiny_llama, zero))
+
+
+def test_a_rejected_refresh_with_batch_sizes_leaves_the_cached_calibration_alone(tiny_llama, tmp_path, monkeypatch,
+                                                                                   capsys):
+    """Issue 54: ``leap calibrate --refresh --batch-sizes 2`` on a busy machine printed "not caching it", then wrote the
+    rejected costs, with the new batch curve, over the good cached file (a cached plain step went from 4 to 50 ms)."""
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    good = calibration_for(tiny_llama, context=16, repeats=1)
+    (cached,) = (tmp_path / "calibration").glob("*.json")
+    before = cached.read_text()
+    real = calibrate_module.calibrate
+    monkeypatch.setattr(calibrate_module, "calibrate", lambda model, **kw: Calibration.from_dict(
+        {**real(model, context=16, repeats=1, long_context=0).to_dict(), "step_s": max(good.step_s * 10, 0.05)}))
+    monkeypatch.setattr(calibrate_module, "batch_curves", lambda model, sizes, **kw: {b: {1: 1.0, 2: 1.1} for b in sizes})
+    rejected = calibrate_module.batch_calibration_for(tiny_llama, [2], refresh=True)
+    err = capsys.readouterr().err
+    assert "not caching it" in err and "not cached" in err
+    assert set(rejected.batch_curves) == {2}  # used in this process ...
+    assert cached.read_text() == before  # ... never written over the good one
+    assert calibration_for(tiny_llama).step_s == good.step_s
+
+
+@pytest.mark.parametrize("sizes", [[0], [2, -2]])
+def test_batch_sizes_below_one_row_are_refused(tiny_llama, sizes):
+    with pytest.raises(SettingsError, match="at least 1"):
+        calibrate_module.batch_calibration_for(tiny_llama, sizes, cache=False)
 
 
 @given(rows=st.integers(1, 24), tokens=st.integers(1, 40))

@@ -178,3 +178,26 @@ def test_the_verdict_is_keyed_by_shapes_not_by_where_the_weights_were_read():
     b.config._name_or_path = "/somewhere/else"
     assert _choice_key(a) == _choice_key(b)
     assert _choice_key(a) != _choice_key(tiny_hf_model(layers=4))
+
+
+def test_a_verdict_is_measured_again_with_other_threads(monkeypatch, tmp_path):
+    """Issue 54: the thread count is the field of the key that changes between a user's runs (``--threads``); packed
+    linears may win at 2 threads and lose at 16 (red when the threads leave the key, in memory or in the file)."""
+    from leap.core.modeling import fast_linear
+    from tests.tiny import tiny_hf_model
+
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path))
+    monkeypatch.setattr(fast_linear, "_CHOSEN", {})
+    measured = []
+    monkeypatch.setattr(fast_linear, "measure_linears", lambda hf, **k: measured.append(torch.get_num_threads()) or {
+        "packed": False, "decisive": True, "seconds": {"packed": {1: 0.002}, "stock": {1: 0.001}}, "tokens": [1]})
+    threads = torch.get_num_threads()
+    try:
+        fast_linear.choose_linears(tiny_hf_model(), name="tiny")
+        fast_linear.choose_linears(tiny_hf_model(), name="tiny")
+        torch.set_num_threads(threads + 1)
+        fast_linear.choose_linears(tiny_hf_model(), name="tiny")
+    finally:
+        torch.set_num_threads(threads)
+    assert measured == [threads, threads + 1]
+    assert len(list((tmp_path / "linears").glob("*.json"))) == 2

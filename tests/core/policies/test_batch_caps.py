@@ -153,3 +153,37 @@ def test_a_seeded_bandit_keeps_the_screens_statistics_and_takes_the_new_row_coun
     seeded = bandit.seeded(lambda q: 1.0 + 0.6 * (q - 1))  # more rows: verification dearer
     assert seeded.acceptance(8) == pytest.approx(0.9, abs=1e-6)
     assert bandit._open(2) and not seeded._open(2)  # cap 8 pays at the old row count, not at the new one
+
+
+def test_the_goodput_bandit_keeps_exploring_an_arm_that_lost_early():
+    """Issue 54: arms are non-stationary (rows leave, a drafter stops copying), so a losing arm must still be pulled
+    now and then - red when the exploration term is dropped and the bandit pulls the first winner for ever."""
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    bandit = GoodputBandit((0, 4), horizon=8)
+    pulls = []
+    for step in range(300):
+        cap = bandit.choose()
+        pulls.append(cap)
+        later = step >= 150  # the drafter starts to pay halfway
+        bandit.update(cap, committed={0: 10, 4: 14 if later else 9}[cap], seconds=1.0)
+    assert 0 < pulls[:150].count(4) < 75  # explored while losing, not chosen
+    assert pulls[-50:].count(4) > 40  # so the change was found
+
+
+def test_a_new_row_count_starts_from_the_closest_remembered_one_ties_to_the_fewer_rows(tiny_llama):
+    """Issue 54: which remembered row count seeds a new one (red when it is the first or the last remembered)."""
+    from leap.core.decoding.batch import BatchDecoder
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    def seeded_at(rows):
+        decoder = BatchDecoder(tiny_llama, "prompt-lookup", num_tokens="auto", screen=False)
+        for remembered, goodput in ((2, 20.0), (8, 80.0), (4, 40.0)):
+            bandit = GoodputBandit((0, 2, 4, 8))
+            bandit.update(0, committed=goodput, seconds=1.0)
+            decoder._policies[remembered] = bandit
+        return decoder.policy(rows).means()[0]
+
+    assert seeded_at(3) == 20.0  # 2 and 4 both one away: the fewer rows
+    assert seeded_at(6) == 40.0  # 4 and 8 both two away: the fewer rows
+    assert seeded_at(7) == 80.0 and seeded_at(12) == 80.0  # 8 the closest

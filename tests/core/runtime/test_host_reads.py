@@ -58,6 +58,20 @@ def test_ops_whose_output_shape_depends_on_the_values_are_reads():
     assert reads.total == 0, reads.report()
 
 
+def test_formatting_membership_and_value_sized_outputs_are_reads():
+    """Issue 54: the README says every read is counted; these counted zero (no per-step code uses them today)."""
+    import torch.nn.functional as F
+
+    x, s, i = torch.tensor([1.5, 2.0]), torch.tensor(2.5), torch.tensor([1, 0, 2])
+    with HostReads() as reads:
+        str(x), repr(x), f"{s:.3f}", 2.0 in x, torch.bincount(i), F.one_hot(i), torch.repeat_interleave(i)
+    assert reads.by_kind == {"__repr__": 2, "__format__": 1, "__contains__": 1, "bincount": 1, "one_hot": 1,
+                             "repeat_interleave": 1}, reads.report()
+    with HostReads() as reads:  # the width given: known without the values
+        F.one_hot(i, num_classes=4), F.one_hot(i, 4)
+    assert reads.total == 0, reads.report()
+
+
 def test_the_counter_adds_up_the_bytes_read():
     x = torch.zeros(1000)  # float32
     with HostReads() as reads:

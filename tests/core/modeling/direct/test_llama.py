@@ -143,3 +143,44 @@ def test_hooks_see_every_call(tiny_llama):
     forwards = 1 + len(out.steps)  # the prefill and one forward per step
     assert out.token_ids == plain and seen == {"layer": forwards, "q_proj": forwards}
     assert direct.takes(tiny_llama.layers[2])  # hooks gone: taken again
+
+
+@pytest.mark.parametrize("pre", [False, True])
+def test_global_forward_hooks_see_every_layer_call(tiny_llama, pre):
+    """Issue 54: a hook registered for every module (``register_module_forward_hook``: profilers, activation tools)
+    must see every decoder layer call (red when only the layer's own hooks are looked at)."""
+    from torch.nn.modules import module as torch_module
+
+    plain = SelfSpecDecoder(tiny_llama, None).generate(PROMPT, max_new_tokens=8).token_ids
+    calls = []
+    layers = set(map(id, tiny_llama.layers))
+
+    def hook(module, *args):
+        if id(module) in layers:
+            calls.append(module)
+
+    register = (torch_module.register_module_forward_pre_hook if pre
+                else torch_module.register_module_forward_hook)
+    handle = register(hook)
+    try:
+        out = SelfSpecDecoder(tiny_llama, None).generate(PROMPT, max_new_tokens=8)
+    finally:
+        handle.remove()
+    assert out.token_ids == plain
+    assert len(calls) == tiny_llama.num_layers * (1 + len(out.steps))  # every layer, the prefill and every step
+    assert direct.takes(tiny_llama.layers[0])  # the hook gone: taken again
+
+
+def test_the_contract_check_names_a_direct_call_that_differs(monkeypatch):
+    """Issue 54: ``check_contract`` (``leap doctor``, ``.ci/newest``) compares the direct call with the module's own: a
+    transformers release that changes the layer is named (planted: the direct call's eps is off)."""
+    from leap.core.modeling.layers import check_contract
+
+    real = direct._rms_norm
+
+    def off(norm, x):
+        return real(norm, x) * (1 + 1e-3)
+
+    monkeypatch.setattr(direct, "_rms_norm", off)
+    problems = check_contract()
+    assert any("direct call of LlamaDecoderLayer differs" in p for p in problems), problems

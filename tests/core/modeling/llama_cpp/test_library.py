@@ -51,3 +51,26 @@ def test_the_default_gguf_decodes_in_a_child_process():
 
     finding = _llama_cpp()
     assert finding.status in ("ok", "warn") and "49152 logits" in finding.message, finding
+
+
+def test_each_re_encoded_format_is_its_own_file(monkeypatch, tmp_path):
+    """Issue 54: a format sweep (``lowbit``'s ``quant``) must measure each format; a cache key without the format would
+    hand the first one encoded to every later one (red when the format leaves the file's name)."""
+    monkeypatch.setenv("LEAP_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "model.gguf"
+    source.write_bytes(b"GGUF" + bytes(8))
+    encoded = []
+
+    def fake_quantize(src, dst, params):
+        encoded.append(params.ftype)
+        with open(dst, "wb") as f:
+            f.write(f"{src.decode()} as {params.ftype}".encode())
+        return 0
+
+    monkeypatch.setattr(llama_cpp, "llama_model_quantize", fake_quantize)
+    assert library.requantized(source, "native") == source
+    q8 = library.requantized(source, "q8_0")
+    q4 = library.requantized(source, "q4_0")
+    assert q8 != q4 and q8.read_bytes() != q4.read_bytes()
+    assert library.requantized(source, "q8_0") == q8  # encoded once, then read from the cache
+    assert encoded == [llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0]
