@@ -140,23 +140,129 @@ def test_a_wrong_rotary_layout_is_caught_at_run_time_and_the_prompt_taken_in(smo
 def test_lowbit_with_the_handoff_is_lossless_and_never_feeds_the_prompt(smollm2):
     """The default lowbit on the default model: token-identical to plain decoding, and llama.cpp never runs over the
     prompt (its first feed is the prompt's last token; red when begin ignores the handed keys and values)."""
-    from leap.core import SelfSpecDecoder
     from leap.core.drafters.lowbit import LowBit
 
     ids = smollm2.encode("Explain why the sky is blue, in three sentences.", chat=True)
-    plain = SelfSpecDecoder(smollm2, None).generate(ids, max_new_tokens=40).token_ids
-    drafter = LowBit()
+    _lossless_without_feeding_the_prompt(smollm2, ids, LowBit(), 40)
+
+
+def _lossless_without_feeding_the_prompt(model, ids, drafter, max_new_tokens):
+    """``drafter`` decodes ``ids`` as plain decoding does, and its runner is fed nothing of the prompt but (on the
+    process's first handoff) the run-time check's first tokens; returns the session's outcome."""
+    from leap.core import SelfSpecDecoder
+
+    plain = SelfSpecDecoder(model, None).generate(ids, max_new_tokens=max_new_tokens).token_ids
     fed = []
-    decoder = SelfSpecDecoder(smollm2, None, drafter=drafter)
-    drafter.use_model(smollm2)  # the runner, made before the session attaches the drafter (attaching keeps it)
+    decoder = SelfSpecDecoder(model, None, drafter=drafter)
+    drafter.use_model(model)  # the runner, made before the session attaches the drafter (attaching keeps it)
     feed = drafter.runner._feed
     drafter.runner._feed = lambda tokens: (fed.append(list(tokens)), feed(tokens))[1]
-    session = decoder.start(ids, max_new_tokens=40)
+    session = decoder.start(ids, max_new_tokens=max_new_tokens)
     session.attach(drafter)
-    # nothing fed but, on the process's first handoff, the run-time check's first tokens
     assert drafter.runner.cached == ids[:-1] and all(len(f) <= handoff.CHECK_TOKENS for f in fed)
     fed.clear()
     while not session.done:
         session.step()
     assert session.new_token_ids == plain
     assert fed and fed[0] == ids[-1:] and len(ids) > 2 * handoff.CHECK_TOKENS
+    return session.outcome()
+
+
+# ---------------------------------------------------------------- fast: a tiny random Llama written as a GGUF
+def on_a_tiny_gguf(test):
+    """Fast (the default run): needs llama-cpp-python and the gguf package, not the default model."""
+    return pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("gguf") is None,
+                              reason="llama-cpp-python or gguf not installed")(test)
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory):
+    """A tiny Llama (head dim 8, well-separated logits) and the same weights as a float32 GGUF: llama.cpp loads it in
+    milliseconds, so the handoff's run-time check and llama.cpp's rollback are guarded in every run."""
+    from tests.tiny import save_tiny_gguf, tiny_model
+
+    model = tiny_model("llama", eos_token_id=None, init=0.5)
+    return model, str(save_tiny_gguf(model, tmp_path_factory.mktemp("gguf") / "tiny.gguf"))
+
+
+TINY_PROMPT = [5 + (7 * i) % 90 for i in range(24)]  # longer than 2 x CHECK_TOKENS
+
+
+@on_a_tiny_gguf
+def test_llama_cpp_rolls_back_to_what_a_fresh_context_computes(tiny_gguf):
+    from leap.core.modeling.low_bit import make_runner
+
+    model, path = tiny_gguf
+    runner = make_runner(model, gguf=path, n_ctx=128)
+    a = runner.sync(TINY_PROMPT + [10, 20, 30])
+    b = runner.sync(TINY_PROMPT + [10])  # rollback of two tokens
+    fresh = make_runner(model, gguf=path, n_ctx=128).sync(TINY_PROMPT + [10])
+    assert torch.allclose(b, fresh, atol=1e-4) and not torch.allclose(a, b, atol=1e-3)
+    with torch.inference_mode():
+        target = model.hf_model(input_ids=torch.tensor([TINY_PROMPT + [10]])).logits[0, -1]
+    assert torch.nn.functional.cosine_similarity(b, target, dim=0) > 0.999  # llama.cpp runs the target's weights
+
+
+@on_a_tiny_gguf
+def test_the_handoff_on_a_tiny_gguf_holds_llama_cpps_own_keys_and_drafts_the_same_chain(tiny_gguf, monkeypatch,
+                                                                                         capsys):
+    from leap.core.modeling.llama_cpp.handoff import _cosine, read_state
+    from leap.core.modeling.llama_cpp.seq_state import from_rows
+    from leap.core.modeling.low_bit import make_runner
+
+    monkeypatch.setattr(handoff, "_CHECKED", {})
+    model, path = tiny_gguf
+    kv = _prompt_kv(model, TINY_PROMPT)
+    own = make_runner(model, gguf=path, n_ctx=128)
+    own.sync(TINY_PROMPT[:-1])
+    handed = make_runner(model, gguf=path, n_ctx=128)
+    assert handed.take_kv(TINY_PROMPT[:-1], kv) and handed.cached == TINY_PROMPT[:-1]
+    assert "no KV handoff" not in capsys.readouterr().err
+    mine, theirs = read_state(handed), read_state(own)
+    head_dim = kv.layer(0)[0].shape[-1]
+    for i in range(kv.num_layers):
+        for a, b, t in ((mine.keys[i], theirs.keys[i], mine.k_types[i]),
+                        (mine.values[i], theirs.values[i], mine.v_types[i])):
+            assert _cosine(from_rows(a, t), from_rows(b, t), head_dim) > 0.99
+    chains = []
+    for runner in (own, handed):
+        tokens = list(TINY_PROMPT)
+        for _ in range(8):
+            tokens.append(int(runner.sync(tokens).argmax()))
+        chains.append(tokens)
+    assert chains[0] == chains[1]
+
+
+@on_a_tiny_gguf
+@pytest.mark.parametrize("plant", ["rotary layout", "another model's weights"])
+def test_a_handoff_the_run_time_check_rejects_is_said_and_the_prompt_taken_in(tiny_gguf, tmp_path, monkeypatch,
+                                                                               capsys, plant):
+    """Issue 54: the check that guards the handoff had only a slow test. Planted: a wrong rotary permutation, or a GGUF
+    that is not the target's weights - refused, said on stderr, and decoding stays lossless."""
+    from leap.core import SelfSpecDecoder
+    from leap.core.modeling.low_bit import make_runner
+    from tests.tiny import save_tiny_gguf, tiny_model
+
+    monkeypatch.setattr(handoff, "_CHECKED", {})
+    monkeypatch.setattr("leap.core.modeling.low_bit._SAID", set())
+    model, path = tiny_gguf
+    if plant == "rotary layout":
+        monkeypatch.setattr(handoff, "rope_permutation", lambda rope_type, head_dim: None)
+    else:
+        path = str(save_tiny_gguf(tiny_model("llama", eos_token_id=None, init=0.5, seed=7), tmp_path / "other.gguf"))
+    runner = make_runner(model, gguf=path, n_ctx=128)
+    assert not runner.take_kv(TINY_PROMPT[:-1], _prompt_kv(model, TINY_PROMPT)) and runner.cached == []
+    assert "no KV handoff" in capsys.readouterr().err
+    plain = SelfSpecDecoder(model, None).generate(TINY_PROMPT, max_new_tokens=16).token_ids
+    spec = SelfSpecDecoder(model, None, drafter="lowbit", drafter_kwargs={"gguf": path}).generate(
+        TINY_PROMPT, max_new_tokens=16)
+    assert spec.token_ids == plain
+
+
+@on_a_tiny_gguf
+def test_lowbit_on_a_tiny_gguf_is_lossless_and_never_feeds_the_prompt(tiny_gguf, monkeypatch):
+    from leap.core.drafters.lowbit import LowBit
+
+    monkeypatch.setattr(handoff, "_CHECKED", {})
+    model, path = tiny_gguf
+    assert _lossless_without_feeding_the_prompt(model, TINY_PROMPT, LowBit(gguf=path), 24).acceptance_rate > 0.6
