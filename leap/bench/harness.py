@@ -127,7 +127,8 @@ def machine_info(model: LeapModel) -> dict[str, Any]:
             "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
             "device": str(model.device), "dtype": str(model.dtype).replace("torch.", ""),
             "cuda": torch.cuda.get_device_name(model.device) if model.device.type == "cuda" else None,
-            "onednn_linears": int(model.info.get("onednn_linears", 0)), "layer_call": model.info.get("layer_call")}
+            "onednn_linears": int(model.info.get("onednn_linears", 0)), "layer_call": model.info.get("layer_call"),
+            "engine": model.info.get("engine")}
 
 
 class _NoBar:

@@ -14,7 +14,8 @@ Names resolve in this order (:func:`make_method`):
    and its ablations ``leap-no-zones``, ``leap-no-groups``, ``leap-no-search`` (LEAP Table 2),
    ``leap-drafters`` (LEAP's MCTS searching the drafter dimension jointly with the layers), and
    the peers ``hf-pld`` (transformers' prompt lookup decoding, ``prompt_lookup_num_tokens``) and
-   ``hf-early-exit`` (transformers' ``assistant_early_exit`` self-speculation), with ``hf-ar``
+   ``hf-early-exit`` (transformers' ``assistant_early_exit`` self-speculation), ``hf-static`` (plain ``generate``
+   with a static cache: on a GPU compiled and replayed as CUDA graphs, the fastest plain baseline), with ``hf-ar``
    (transformers' plain ``generate``) as the peers' own baseline, timed like every other method:
    wall clock around one ``generate`` call on the same weights (``hf-ar:linears=stock``: on plain
    ``nn.Linear`` layers, the model as transformers builds it). The speedup column is over leap's
@@ -26,13 +27,12 @@ Names resolve in this order (:func:`make_method`):
 
 Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VALUE``.
 
-Batches (``leap bench --batch-size B``, issue 37): :meth:`BenchMethod.run_batch` decodes B prompts together;
-``ar``, the drafters without layers and ``layer-skip`` with its ``config`` can (:class:`leap.core.decoding.batch.BatchDecoder`), with
-``batch_cap=N|auto`` the draft tokens per row and step (auto: a bandit over caps, 0 included, rewarded by the
-batch's measured goodput; ``batch_screen=false`` opens its longer caps by the ladder alone, not the cost model);
-``leap-drafters`` runs the drafter search at batch level (its batchable options held by
-every row, a goodput bandit over (drafter, cap) arms, :meth:`SearchMethod.run_batch`); every other method refuses,
-and the harness records that as a failure.
+Batches (``leap bench --batch-size B``): :meth:`BenchMethod.run_batch` decodes B prompts together; ``ar``, the
+drafters without layers and ``layer-skip`` with its ``config`` can (:class:`leap.core.decoding.batch.BatchDecoder`),
+``batch_cap=N|auto`` the draft tokens per row and step (auto: a bandit over caps, 0 included, rewarded by measured
+goodput; ``batch_screen=false``: its longer caps opened by the ladder alone, not the cost model); ``leap-drafters``
+searches drafters at batch level (a goodput bandit over (drafter, cap) arms, :meth:`SearchMethod.run_batch`); every
+other method refuses, and the harness records that as a failure.
 """
 
 from __future__ import annotations
@@ -255,19 +255,19 @@ class SearchMethod(BenchMethod):
 
 
 class TransformersPeer(BenchMethod):
-    """``model.generate`` of transformers with one assisted-generation option, on leap's weights.
+    """``model.generate`` of transformers with one assisted-generation option, on leap's weights. Verification
+    forwards are counted with a hook on the last decoder layer (an early-exit draft never reaches it): M = new
+    tokens / verification steps."""
 
-    The number of verification forwards is counted with a hook on the last decoder layer (an
-    early-exit draft never reaches it), so M = new tokens / verification steps.
-    """
-
-    def __init__(self, name: str, model: LeapModel, *, stock: bool = False, **generate_kwargs: Any) -> None:
+    def __init__(self, name: str, model: LeapModel, *, stock: bool = False, count_steps: bool = True,
+                 **generate_kwargs: Any) -> None:  # count_steps=False: one forward a token (a hook breaks compiling)
         self.name, self.model, self.generate_kwargs, self.stock = name, model, generate_kwargs, stock
+        self.count_steps = count_steps
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
-        hf = self.model.hf_model
-        calls = [0]
-        hook = self.model.layers[-1].register_forward_hook(lambda *a: calls.__setitem__(0, calls[0] + 1))
+        hf, calls = self.model.hf_model, [0]
+        hook = self.model.layers[-1].register_forward_hook(lambda *a: calls.__setitem__(0, calls[0] + 1)) \
+            if self.count_steps else None
         sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else \
             dict(do_sample=False)
         linears = stock_linears(hf) if self.stock else contextlib.nullcontext()
@@ -278,9 +278,9 @@ class TransformersPeer(BenchMethod):
                                   eos_token_id=sorted(self.model.eos_token_ids) or None, pad_token_id=0,
                                   **sampling, **self.generate_kwargs)
         finally:
-            hook.remove()
+            hook is not None and hook.remove()
         new = out[0, len(ids):].tolist()
-        steps = max(1, calls[0] - 1)  # the first call is the prefill
+        steps = max(1, calls[0] - 1) if self.count_steps else max(1, len(new))  # the first call is the prefill
         settings = {**self.generate_kwargs, **({"linears": "stock"} if self.stock else {})}
         return MethodResult(new, steps, None, ", ".join(f"{k}={v}" for k, v in settings.items()))
 
@@ -343,6 +343,13 @@ def _hf_ar(model: LeapModel, options: BenchOptions, linears: str = "leap") -> Be
         raise SettingsError(f"hf-ar: linears must be leap (leap's oneDNN linears, the same weights and kernels as "
                             f"every leap method) or stock (nn.Linear, as transformers builds the model), got {linears!r}")
     return TransformersPeer("hf-ar", model, stock=linears == "stock")
+
+
+@bench_methods.register("hf-static")
+def _hf_static(model: LeapModel, options: BenchOptions) -> BenchMethod:
+    """peer baseline: model.generate with cache_implementation="static" (on CUDA compiled, replayed as CUDA graphs):
+    the fastest plain decoding a GPU user gets with one flag (leap report --baseline hf-static)"""
+    return TransformersPeer("hf-static", model, count_steps=False, cache_implementation="static")
 
 
 @bench_methods.register("hf-early-exit")

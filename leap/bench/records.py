@@ -152,7 +152,7 @@ RESULT_SETTINGS = ("max_new_tokens", "temperatures", "chat", "seed", "runs", "op
 
 #: the fields of a meta record's ``machine`` that times depend on: a run resumed on another device, in another dtype,
 #: with other threads, linears or layer path measures another experiment (a field an older record lacks is skipped)
-MACHINE_SETTINGS = ("device", "dtype", "cuda", "torch_threads", "onednn_linears", "layer_call")
+MACHINE_SETTINGS = ("device", "dtype", "cuda", "torch_threads", "onednn_linears", "layer_call", "engine")
 
 
 def settings_conflict(metas: Iterable[dict[str, Any]]) -> str | None:

@@ -46,6 +46,10 @@ __all__ = ["PRESETS", "build_random_model", "run_smoke", "SmokeSettings"]
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=8,
                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024),
+    # SmolLM2-135M's shape (the default model's config): 30 layers, hidden 576, GQA with 3 KV heads, vocab 49152
+    "smollm2-135m": dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                         num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
+                         rope_theta=100000.0, rms_norm_eps=1e-5),
     # Llama-3-8B's shape (Meta's config.json): 32 layers, hidden 4096, GQA with 8 KV heads, vocab 128256
     "llama3-8b": dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                       num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -35,6 +36,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:1 ...")
     p.add_argument("--dtype", default=None, help="float32 (CPU default), bfloat16 (GPU default), float16")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--graphs", choices=("auto", "off"), default="auto",
+                   help="auto: on CUDA every layer a CUDA-graph replay over a static cache; off: eager layers (the "
+                        "ablation; the CPU is always eager)")
     p.add_argument("--linears", choices=("auto", "packed", "stock"), default="auto",
                    help="float32 CPU linears: auto (oneDNN-packed where measured faster on this machine, once, "
                         "cached), packed (always), stock (torch's own)")
@@ -70,6 +74,7 @@ def import_modules(modules: Sequence[str]) -> None:
 
     from leap.core.errors import LeapError
 
+    importlib.invalidate_caches()  # a plug-in written since the last import is found
     for module in modules:
         sys.path.insert(0, ".")
         try:
@@ -91,6 +96,8 @@ def load_for(args: argparse.Namespace):
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if getattr(args, "graphs", "auto") == "off":
+        os.environ["LEAP_GRAPHS"] = "0"  # read by leap.core.modeling.layers.default_engine
     return load_model(args.model, device=args.device, dtype=args.dtype, fast_linear=fast_linear_of(args))
 
 

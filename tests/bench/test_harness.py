@@ -83,7 +83,7 @@ def test_resume_refuses_other_settings_and_report_refuses_to_pool_them(tiny_llam
 SPLITTING = [("settings", "max_new_tokens", 6), ("settings", "temperatures", [1.0]), ("settings", "chat", True),
              ("settings", "seed", 3), ("settings", "runs", 2), ("settings", "method_args", {"ar": {"x": 1}}),
              ("settings", "batch_size", 4), ("machine", "device", "cuda:0"), ("machine", "dtype", "bfloat16"),
-             ("machine", "torch_threads", 64), ("machine", "onednn_linears", 99), ("machine", "layer_call", "other"),
+             ("machine", "torch_threads", 64), ("machine", "onednn_linears", 99), ("machine", "layer_call", "other"), ("machine", "engine", "graphs"),
              ("machine", "cuda", "NVIDIA H100")]
 
 

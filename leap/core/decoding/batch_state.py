@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from leap.core.modeling.direct.llama import layer_call
+from leap.core.modeling.kv_cache import LeapKVCache
 from leap.core.modeling.layers import LayerPlan, LayerStack
 
 __all__ = ["BatchRow", "BatchOutcome", "BatchState"]
@@ -51,7 +52,7 @@ class BatchState:
 
     def __init__(self, stack: LayerStack, batch: int, capacity: int) -> None:
         self.stack = stack
-        self.cache = stack.new_cache(capacity)
+        self.cache = LeapKVCache(stack.num_layers, capacity)  # rows' slots move (gather_slots): leap's eager cache
         self.valid = torch.zeros(batch, 0, dtype=torch.bool, device=stack.device)
         self.slot_pos = torch.zeros(batch, 0, dtype=torch.long, device=stack.device)
 

@@ -97,6 +97,7 @@ class SelfSpecDecoder:
         costs: Calibration | None = None,
         tree_verify: str | TreeRule | None = None,
         low_bits: int = 8,
+        engine: str | None = None,
     ) -> None:
         from leap.core.modeling.low_bit_layers import BITS
 
@@ -106,7 +107,7 @@ class SelfSpecDecoder:
         self.model = model
         self.tree_rule = make_tree_rule(tree_verify)
         self._costs = costs
-        self.stack = LayerStack(model)
+        self.stack = LayerStack(model, engine)
         if config is not None:
             config.check_num_layers(model.num_layers)
         self.config = config

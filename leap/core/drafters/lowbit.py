@@ -62,8 +62,6 @@ from leap.core.trees.draft_tree import DraftTree
 from leap.core.trees.stochastic_tree import delayed_shape, fill_shape, gumbel_top_k, most_likely, sibling_shape
 from leap.core.verify.sampling import DenseDraw, SamplingSettings, target_probs
 
-_SAID: set[str] = set()  # the notices said in this process (tests clear it)
-
 __all__ = ["LowBit", "SHAPES", "PRE"]
 
 SHAPES = ("chain", "siblings", "delayed")
@@ -117,15 +115,13 @@ class LowBit(Drafter):
 
     name = "lowbit"
     needs_model = True
-    #: chain length is the setting that caps lowbit where its draft agrees almost everywhere (docs/data/lowbit_v2:
-    #: 593 of 717 steps accepted the whole 6-token chain); verification of 15 tokens costs ~1.5 plain steps here.
-    #: The chain adapts within a request (``adapt``, default 16); ``num_tokens`` is where it starts and its floor
+    #: chain length caps lowbit where its draft agrees almost everywhere; the chain adapts within a request
+    #: (``adapt``, default 16), ``num_tokens`` is where it starts and its floor
     search_settings = {"num_tokens": (6, 10, 14)}
     samples_drafts = True
     takes_prompt_kv = True  # the KV handoff (``handoff``, default on)
-    # the runner's logits are host tensors (free); under sampling each drawn token may cross to the
-    # decoder's generator device and back
-    host_reads_per_node = 1
+    said: set[str] = set()  # the notices said in this process (tests clear it)
+    host_reads_per_node = 1  # logits are host tensors; under sampling a drawn token may cross to the generator's device
 
     def __init__(self, num_tokens: int = 6, min_confidence: float = 0.0, backend: str = "auto",
                  gguf: str | None = None, threads: int | None = None, n_ctx: int = 0,
@@ -232,15 +228,13 @@ class LowBit(Drafter):
         self._prompt_kv = kv
 
     def _context(self, tokens: Sequence[int], extra: int) -> list[int]:
-        """The draft's context for ``tokens`` plus ``extra`` tokens to come: from ``_start`` on, and never more than
-        the runner holds (``n_ctx``). A request longer than that slides the start to keep the last half of the
-        runner's context (taken in again once, then extended for another half), so a long request drafts from its
-        tail instead of failing (issue 33: a > 4096-token prompt failed a joint search that never chose lowbit)."""
+        """The draft's context for ``tokens`` plus ``extra`` tokens to come: from ``_start`` on, never more than the
+        runner holds (``n_ctx``). A longer request slides the start to keep the last half of the runner's context
+        (taken in again once, then extended for another half): it drafts from its tail instead of failing, said once."""
         limit = self._runner().n_ctx
         if limit is not None and len(tokens) - self._start + extra > limit:
-            say_once(f"leap: lowbit: the draft's context (n_ctx={limit}) is shorter than a request; it drafts from "
-                     f"the request's last {limit // 2} tokens only and accepts less - raise n_ctx (0: the model's "
-                     "own)", _SAID)
+            say_once(f"leap: lowbit: the draft's context (n_ctx={limit}) is shorter than a request; it drafts from the "
+                     f"last {limit // 2} tokens only and accepts less - raise n_ctx (0: the model's own)", LowBit.said)
             self._start = min(max(len(tokens) + extra - limit // 2, 0), len(tokens) - 1)
         return list(tokens[self._start:])
 

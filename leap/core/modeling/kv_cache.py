@@ -119,6 +119,10 @@ class KVLayer:
         self._keys[:, :, dest:end] = self._keys.index_select(2, index)
         self._values[:, :, dest:end] = self._values.index_select(2, index)
 
+    def advance(self, start: int, q: int) -> None:
+        """After a forward of ``q`` tokens at ``start`` (the layer stack calls it): :meth:`append` already moved the
+        length here; a static cache's layer moves it now (:mod:`leap.core.modeling.graphs.static_cache`)."""
+
     def select_rows(self, index: torch.Tensor) -> None:
         """Keep the batch rows ``index`` (a batch's finished requests leave it; :mod:`leap.core.decoding.batch`)."""
         if self._keys is not None:
@@ -169,6 +173,15 @@ class LeapKVCache:
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.layers[layer_idx].length
+
+    def begin(self, start: int, q: int, layers: Sequence[int]) -> None:
+        """Before a forward of ``q`` tokens at ``start`` through ``layers`` (the layer stack calls it): nothing here;
+        a static cache sets its write slots (:mod:`leap.core.modeling.graphs.static_cache`)."""
+
+    def pad_mask(self, mask: torch.Tensor | None, q: int, dtype: torch.dtype) -> torch.Tensor | None:
+        """The attention mask as the layers get it: here ``mask`` itself (over the keys this cache holds); a static
+        cache pads it to its whole buffer."""
+        return mask
 
     def keep(self, dest: int, sources: Sequence[int]) -> None:
         """:meth:`KVLayer.keep` on every layer."""

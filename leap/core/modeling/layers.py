@@ -24,6 +24,7 @@ states through :meth:`run_layers`'s ``record`` argument.
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -33,9 +34,23 @@ from leap.core.modeling.hf_interface import (TESTED_RANGE, cache_keyword, call_l
                                              transformers_version)
 from leap.core.modeling.direct.llama import exact_difference, layer_call, takes
 from leap.core.modeling.kv_cache import ATTENTION_NAME, LeapKVCache, leap_sdpa_attention
+from leap.core.modeling.graphs.engine import LayerGraphs
+from leap.core.modeling.graphs.static_cache import DRAFT_SLACK, StaticKVCache
 from leap.core.modeling.model import LeapModel
 
-__all__ = ["LayerStack", "LayerPlan", "plan_for", "causal_mask", "check_contract"]
+__all__ = ["LayerStack", "LayerPlan", "plan_for", "causal_mask", "check_contract", "ENGINES", "default_engine"]
+
+#: how :meth:`LayerStack.run_layers` runs: ``eager`` (leap's growing cache, attention over the entries held),
+#: ``static`` (a static position-indexed cache, attention over its whole buffer) and ``graphs`` (the static cache,
+#: each layer a CUDA graph replayed): :mod:`leap.core.modeling.graphs`
+ENGINES = ("eager", "static", "graphs")
+
+
+def default_engine(device: torch.device | str) -> str:
+    """``graphs`` on CUDA, ``eager`` elsewhere; ``LEAP_GRAPHS=0`` (``--graphs off``) keeps CUDA eager too."""
+    if os.environ.get("LEAP_GRAPHS", "1") == "0":
+        return "eager"
+    return "graphs" if torch.device(device).type == "cuda" else "eager"
 
 # (layer index, passes) pairs in execution order; passes is 1 (execute) or 2 (repeat).
 LayerPlan = tuple[tuple[int, int], ...]
@@ -62,8 +77,12 @@ class LayerStack:
     """Layer-wise forward passes over a :class:`LeapModel`.
     """
 
-    def __init__(self, model: LeapModel) -> None:
+    def __init__(self, model: LeapModel, engine: str | None = None) -> None:
+        engine = default_engine(model.device) if engine is None else engine
+        if engine not in ENGINES:
+            raise ValueError(f"unknown layer engine {engine!r}; choose one of {', '.join(ENGINES)}")
         self.model = model
+        self.engine = engine  #: one of :data:`ENGINES`
         self.num_layers = model.num_layers
         self.device = model.device
         self.dtype = model.dtype
@@ -75,6 +94,8 @@ class LayerStack:
         self._neg_inf = torch.finfo(self.dtype).min
         if self.num_layers:  # how its layers are called (leap.core.modeling.direct): checked once per kind of layer
             model.info["layer_call"] = "direct" if takes(model.layers[0]) else "transformers"
+        model.info["engine"] = engine
+        self.graphs = LayerGraphs(self) if engine == "graphs" else None
 
     # ------------------------------------------------------------------ timing
     def clock(self) -> float:
@@ -84,7 +105,13 @@ class LayerStack:
 
     # ------------------------------------------------------------------ cache
     def new_cache(self, capacity: int = 0) -> LeapKVCache:
-        """An empty cache; ``capacity`` entries per layer are reserved on first use (0: grow as needed)."""
+        """An empty cache; ``capacity`` entries per layer are reserved on first use (0: grow as needed). With the
+        ``static`` engine, a :class:`~leap.core.modeling.graphs.static_cache.StaticKVCache` of ``capacity`` slots
+        plus the widest draft's."""
+        if self.graphs is not None:
+            return self.graphs.new_cache(capacity or 256)
+        if self.engine == "static":
+            return StaticKVCache(self.num_layers, (capacity or 256) + DRAFT_SLACK, self.device)
         return LeapKVCache(self.num_layers, capacity)
 
     @staticmethod
@@ -161,9 +188,14 @@ class LayerStack:
                 :mod:`leap.core.modeling.low_bit_layers`); they write the same per-layer cache.
         """
         q = hidden.shape[1]
+        if self.graphs is not None and self.graphs.usable(cache, q, plan, record, replace, self.window):
+            return self.graphs.run(hidden, plan, cache, start, positions, mask)
+        cache.begin(start, q, [index for index, _ in plan])  # a static cache: this forward's write slots
         position_ids, position_embeddings = self._positions(start, q, hidden, positions)
         window_mask = self._window_mask(start, q, positions, mask)
-        mask = self._mask(start, q) if mask is None else mask
+        if window_mask is not None:
+            window_mask = cache.pad_mask(window_mask, q, self.dtype)
+        mask = cache.pad_mask(self._mask(start, q) if mask is None else mask, q, self.dtype)
         layers = self.model.layers
         for index, passes in plan:
             if record is not None:
@@ -181,10 +213,18 @@ class LayerStack:
                     position_embeddings=position_embeddings,
                     leap_window_mask=window_mask,  # used by layers that declare a sliding window
                 )
+                cache.layers[index].advance(start, q)
         return hidden
 
     def logits(self, hidden: torch.Tensor, head: torch.nn.Module | None = None) -> torch.Tensor:
-        """Final norm and LM head (or a restricted ``head``) over ``[1, q, hidden]`` -> ``[q, vocab]``."""
+        """Final norm and LM head (or a restricted ``head``) over ``[1, q, hidden]`` -> ``[q, vocab]`` (a replay
+        per width with the ``graphs`` engine)."""
+        if head is None and self.graphs is not None:
+            return self.graphs.logits(hidden)
+        return self.eager_logits(hidden, head)
+
+    def eager_logits(self, hidden: torch.Tensor, head: torch.nn.Module | None = None) -> torch.Tensor:
+        """:meth:`logits` as its operators run (what a graph of the head records)."""
         normed = self.model.norm(hidden)
         return (head or self.model.lm_head)(normed)[0].float()
 

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from leap.core import LayerConfig, SelfSpecDecoder
 from leap.core.drafters import make_drafter
-from leap.core.drafters import lowbit as lowbit_module
 from leap.core.drafters.lowbit import LowBit
 from leap.core.errors import SettingsError
 from leap.core.modeling.low_bit import LowBitRunner, TorchInt8Runner, make_runner
@@ -308,7 +307,7 @@ def test_a_request_longer_than_the_drafts_context_drafts_from_its_tail(tiny_llam
     """Issue 33: a prompt longer than the runner's context failed the request (even in a joint search that never
     chose lowbit: it takes in the prompt when it joins). Now the draft keeps to the runner's context: lossless,
     and it still drafts."""
-    monkeypatch.setattr(lowbit_module, "_SAID", set())
+    monkeypatch.setattr(LowBit, "said", set())
     prompt = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]  # longer than 12
     plain = SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=30)
     runner = _SmallRunner(tiny_llama)
@@ -319,7 +318,7 @@ def test_a_request_longer_than_the_drafts_context_drafts_from_its_tail(tiny_llam
     # issue 54: --drafter-arg n_ctx=8 let acceptance fall to 4% without a word: the short context is said, once
     err = capsys.readouterr().err
     assert err.count("the draft's context (n_ctx=12) is shorter than a request") == 1 and "raise n_ctx" in err
-    monkeypatch.setattr(lowbit_module, "_SAID", set())
+    monkeypatch.setattr(LowBit, "said", set())
     SelfSpecDecoder(tiny_llama, None, drafter=LowBit(num_tokens=4, runner=_SmallRunner(tiny_llama))).generate(
         prompt[:4], max_new_tokens=4)
     assert "n_ctx" not in capsys.readouterr().err  # a request that fits says nothing

@@ -199,7 +199,7 @@ def layer_call(layer: nn.Module, hidden: torch.Tensor, *, cache, attention_mask,
                leap_window_mask: torch.Tensor | None = None) -> torch.Tensor:
     """One decoder layer of leap's layer-wise forward: :func:`llama_layer` where it is taken, else transformers'
     call (:func:`~leap.core.modeling.hf_interface.call_layer` with leap's attention keywords)."""
-    if leap_window_mask is None and type(cache) is LeapKVCache and not layer.training and takes(layer):
+    if leap_window_mask is None and isinstance(cache, LeapKVCache) and not layer.training and takes(layer):
         return llama_layer(layer, hidden, cache, attention_mask, position_embeddings)
     return call_layer(layer, hidden, cache=cache, attention_mask=attention_mask, position_ids=position_ids,
                       position_embeddings=position_embeddings, leap_layerwise=True, leap_window_mask=leap_window_mask)
