@@ -17,11 +17,9 @@ __version__ = "0.1.0"
 _CORE = ("LayerAction", "LayerConfig", "LeapModel", "SelfSpecDecoder", "DecodingSession",
          "GenerationOutcome", "load_model")
 
-__all__ = [*_CORE, "__version__"]
+_API = ("generate", "generate_with_search")  # leap.api: two calls from Python
 
-from leap import _moved
-
-_moved.install()  # old import paths (issue 18) keep working for one release, with a DeprecationWarning
+__all__ = [*_CORE, *_API, "__version__"]
 
 try:  # register the Gymnasium environments (cheap: entry points are imported by gym.make)
     from leap.envs import register_envs as _register_envs
@@ -36,4 +34,8 @@ def __getattr__(name: str) -> Any:
         import leap.core
 
         return getattr(leap.core, name)
+    if name in _API:
+        import leap.api
+
+        return getattr(leap.api, name)
     raise AttributeError(f"module 'leap' has no attribute {name!r}")

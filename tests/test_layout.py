@@ -1,5 +1,5 @@
-"""The package layout stays navigable (issue 18): no import cycles, a docstring per package, small
-modules, old import paths only through ``leap/_moved.py``.
+"""The package layout stays navigable: no import cycles, a docstring per package, small modules, no old import paths
+or aliases.
 
 The import graph is read from the source (AST): every ``import`` and ``from ... import`` anywhere in a
 module, function-level ones included, is an edge - a function-level import that dodges a cycle is
@@ -10,15 +10,12 @@ importing ``a.b``'s ``__init__`` (Python runs it, but it is not a dependency the
 from __future__ import annotations
 
 import ast
-import re
 import importlib
-import sys
-import warnings
+import re
 from pathlib import Path
 
 import pytest
 
-from leap._moved import MOVED
 
 LEAP = Path(__file__).resolve().parents[1] / "leap"
 MAX_LINES = 400
@@ -117,41 +114,20 @@ def test_modules_are_small_and_folders_short():
         assert len(modules) <= MAX_MODULES_PER_FOLDER, f"{folder} has {len(modules)} modules"
 
 
-def test_no_module_imports_an_old_path():
-    """Old paths are for users; leap's own code, tests and benchmarks use the new ones."""
-    roots = [LEAP, LEAP.parent / "tests", LEAP.parent / "benchmarks", LEAP.parent / "examples"]
-    for root in roots:
-        for path in root.rglob("*.py"):
-            if path.name == "_moved.py" or path == Path(__file__).resolve():
-                continue
-            for node in ast.walk(ast.parse(path.read_text())):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                    [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
-                for n in names:
-                    assert n not in MOVED, f"{path}: imports {n}, which moved to {MOVED[n]}"
+def test_there_are_no_old_import_paths_or_aliases():
+    """leap has had no users of its pre-0.1 layout: no module of old paths, no environment aliases."""
+    assert not (LEAP / "_moved.py").exists()
+    import gymnasium as gym
+
+    import leap  # noqa: F401 - registers the environments
+
+    assert not [env_id for env_id in gym.registry if env_id.startswith("Leap") and env_id.endswith("-v1")]
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_old_paths_work_with_a_deprecation_warning(old):
-    new = importlib.import_module(MOVED[old])
-    sys.modules.pop(old, None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        alias = importlib.import_module(old)
-    assert any(issubclass(w.category, DeprecationWarning) and MOVED[old] in str(w.message) for w in caught)
-    public = getattr(new, "__all__", None) or [n for n in vars(new) if not n.startswith("_")]
-    assert public
-    for attr in public:
-        assert getattr(alias, attr) is getattr(new, attr), f"{old}.{attr}"
-    with pytest.raises(AttributeError):
-        getattr(alias, "no_such_name_here")
-
-
-def test_names_an_old_module_dropped_still_answer():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from leap.search.methods import PERSISTENT_AGENTS
-    assert PERSISTENT_AGENTS == {"swift", "clasp"}  # the agents that declare persistent = True
+@pytest.mark.parametrize("old", ["leap.core.decoder", "leap.core.calibration", "leap.search.methods"])
+def test_an_old_module_path_is_not_importable(old):
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
 
 
 def test_cli_commands_live_in_their_own_modules():

@@ -268,7 +268,8 @@ def fix_blocks(path: str | Path, root: str | Path = ".") -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    files = [a for a in args if a != "--fix"] or ["README.md", *sorted(map(str, Path("docs").glob("*.md")))]
+    files = [a for a in args if a != "--fix"] or ["README.md", *sorted(map(str, Path("docs").glob("*.md"))),
+                                                  *sorted(map(str, Path("experiments").glob("*/NOTES.md")))]
     if "--fix" in args:
         for f in files:
             if (n := fix_blocks(f)):

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SpeedupInterval", "speedup_interval", "bootstrap_speedup", "verdict", "MIN_PROMPTS"]
+__all__ = ["SpeedupInterval", "speedup_interval", "verdict", "MIN_PROMPTS"]
 
 MIN_PROMPTS = 3
 NAN = float("nan")
@@ -77,7 +77,6 @@ def speedup_interval(per_prompt: Sequence[tuple[float, float, float, float]], *,
                            mean_ratio, max(0.0, mean_ratio - t * se_mean), mean_ratio + t * se_mean, n)
 
 
-bootstrap_speedup = speedup_interval  # the old name (until leap 0.2): the intervals are t intervals now
 
 
 def verdict(interval: SpeedupInterval) -> str:

@@ -3,8 +3,7 @@
 * ``LeapLayerSearch-v0`` - measured (wall-clock) reward, ``nondeterministic=True``;
 * ``LeapLayerSearchCost-v0`` - deterministic cost-model reward;
 * ``LeapDrafterSearch-v0`` / ``LeapDrafterSearchCost-v0`` - the same plus the drafter as one more
-  action dimension (:mod:`leap.envs.drafter_search`); ``LeapLayerSearch-v1`` /
-  ``LeapLayerSearchCost-v1`` are the earlier names of these two, kept as aliases;
+  action dimension (:mod:`leap.envs.drafter_search`);
 * ``LeapBatchSpec-v0`` - how far to speculate in a batch of B requests (:mod:`leap.envs.batch_search`): the
   action is each batched step's chain cap, the reward its goodput over plain batched decoding.
 
@@ -22,21 +21,17 @@ May import: :mod:`leap.core`, :mod:`leap.redundancy`, :mod:`leap.search` and :mo
 from __future__ import annotations
 
 import os
-import warnings
 
 import gymnasium as gym
 
 __all__ = ["register_envs", "ENV_IDS"]
 
 ENV_IDS = ("LeapLayerSearch-v0", "LeapLayerSearchCost-v0", "LeapDrafterSearch-v0", "LeapDrafterSearchCost-v0",
-           "LeapLayerSearch-v1", "LeapLayerSearchCost-v1", "LeapBatchSpec-v0")
+           "LeapBatchSpec-v0")
 
 
 def register_envs() -> None:
-    """Register leap's environment ids (idempotent). Gymnasium reads ``-v1`` as a newer version of ``-v0`` and
-    tells every ``gym.make("LeapLayerSearch-v0")`` to "upgrade to v1" - but leap's ``-v1`` ids are the earlier
-    names of the drafter environments, another environment, not a newer one: that one message is silenced."""
-    warnings.filterwarnings("ignore", message=r".*The environment LeapLayerSearch(Cost)?-v0 is out of date")
+    """Register leap's environment ids (idempotent)."""
     if "LeapLayerSearch-v0" not in gym.registry:
         gym.register(id="LeapLayerSearch-v0", entry_point="leap.envs.layer_search:LeapLayerSearchEnv",
                      nondeterministic=True, kwargs={"reward": "measured"})
@@ -46,14 +41,12 @@ def register_envs() -> None:
     if "LeapBatchSpec-v0" not in gym.registry:
         gym.register(id="LeapBatchSpec-v0", entry_point="leap.envs.batch_search:LeapBatchSpecEnv",
                      nondeterministic=True)
-    for ids in (("LeapDrafterSearch-v0", "LeapDrafterSearchCost-v0"),  # the names that say what they are
-                ("LeapLayerSearch-v1", "LeapLayerSearchCost-v1")):  # earlier names, kept for users' code
-        if ids[0] not in gym.registry:
-            gym.register(id=ids[0], entry_point="leap.envs.drafter_search:LeapDrafterSearchEnv",
-                         nondeterministic=True, kwargs={"reward": "measured"})
-        if ids[1] not in gym.registry:
-            gym.register(id=ids[1], entry_point="leap.envs.drafter_search:LeapDrafterSearchEnv",
-                         kwargs={"reward": "cost", "persist_drafters": False})
+    if "LeapDrafterSearch-v0" not in gym.registry:
+        gym.register(id="LeapDrafterSearch-v0", entry_point="leap.envs.drafter_search:LeapDrafterSearchEnv",
+                     nondeterministic=True, kwargs={"reward": "measured"})
+    if "LeapDrafterSearchCost-v0" not in gym.registry:
+        gym.register(id="LeapDrafterSearchCost-v0", entry_point="leap.envs.drafter_search:LeapDrafterSearchEnv",
+                     kwargs={"reward": "cost", "persist_drafters": False})
 
 
 def _one_thread_after_fork() -> None:

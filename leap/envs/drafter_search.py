@@ -1,9 +1,9 @@
-"""``LeapLayerSearch-v1``: ``LeapLayerSearch-v0`` plus the drafter as one more action dimension.
+"""``LeapDrafterSearch-v0``: ``LeapLayerSearch-v0`` plus the drafter as one more action dimension.
 
 Same episodes, observations, rewards and termination as ``v0`` (:mod:`leap.envs.layer_search`);
 the action gains a last entry, the index of a drafter option (``drafters``, default :data:`V1_DRAFTERS`:
 layer-skip, prompt lookup, suffix, gated, hybrid, stand chains and OPT-Tree trees - the search's
-defaults when ``v1`` was registered, frozen so the action space keeps its meaning; the search's
+defaults when it was registered, frozen so the action space keeps its meaning; the search's
 :data:`~leap.search.drafter_space.DEFAULT_DRAFTERS` has since gained ``lowbit``, ``cascade`` and ``eagle``: pass
 ``drafters=DEFAULT_DRAFTERS`` for them):
 
@@ -15,7 +15,7 @@ defaults when ``v1`` was registered, frozen so the action space keeps its meanin
 One drafter instance per option lives as long as the environment (Token Recycling's matrix and the
 suffix drafter's earlier outputs carry over between episodes, as in a serving system) and every
 instance observes every verification of an episode, whichever option drafted it.
-``LeapLayerSearch-v0`` keeps its meaning; ``LeapLayerSearchCost-v1`` is this with the cost model and
+``LeapLayerSearch-v0`` keeps its meaning; ``LeapDrafterSearchCost-v0`` is this with the cost model and
 ``persist_drafters=False`` (fresh drafters every episode, so episodes are deterministic).
 Options that cannot draft for the model (``eagle`` where no head was trained for it) are left out with a
 warning; ``info["drafters"]`` names the options kept, in action order.
@@ -33,7 +33,7 @@ from leap.envs.layer_search import LeapLayerSearchEnv
 
 __all__ = ["LeapDrafterSearchEnv"]
 
-#: the drafter options of ``LeapLayerSearch-v1`` by default (fixed: a new option would change the action space)
+#: the drafter options of ``LeapDrafterSearch-v0`` by default (fixed: a new option would change the action space)
 V1_DRAFTERS = ("layer-skip", "prompt-lookup", "suffix", "gated", "hybrid:free=suffix", "stand", "stand:shape=opt")
 
 

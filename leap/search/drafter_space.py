@@ -20,7 +20,7 @@ Pure Python (no torch): drafter *instances* are made and kept by the runner
 
 Who calls what: ``leap generate --method leap --drafters ...`` and the ``leap-drafters`` benchmark
 method build a :class:`JointSpace` with :func:`with_drafters`; ``mcts``, ``ucb``, ``bayes`` and
-``random`` search it jointly; the ``LeapLayerSearch-v1`` environment exposes the option as one
+``random`` search it jointly; the ``LeapDrafterSearch-v0`` environment exposes the option as one
 more action dimension.
 """
 

@@ -1,6 +1,5 @@
 """Search agents by method name, per prompt, so that an ablation is a command-line flag
-(``leap generate --method``). (Formerly ``leap.search.methods``; ``leap.bench.methods`` is the
-benchmark's registry of decoding methods.)
+(``leap generate --method``). (``leap.bench.methods`` is the benchmark's registry of decoding methods.)
 
 =============  ==============================================================================
 ``ar``         plain decoding

@@ -10,7 +10,9 @@ import pytest
 from leap.bench.claims import check_blocks, fix_blocks, main, report_blocks, unmarked
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+NOTES = ROOT / "experiments" / "2026-11-26-cpu-measurements" / "NOTES.md"  # the lab log, markers and all
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "experiments").glob("*/NOTES.md"))]
 RECORDS = "docs/data/zone_metrics"  # a leap bench folder with one temperature
 
 

@@ -8,7 +8,6 @@ import pytest
 from leap.bench.report import summarise
 from leap.bench.stats import MIN_PROMPTS, speedup_interval, verdict
 
-bootstrap_speedup = speedup_interval
 
 
 def _records(category, per_prompt, method="leap"):
@@ -112,14 +111,14 @@ def test_verdicts_come_from_the_interval():
 
 
 def test_fewer_than_min_prompts_have_no_interval_and_no_verdict():
-    interval = bootstrap_speedup([(100, 1.0, 100, 2.0)] * (MIN_PROMPTS - 1))
+    interval = speedup_interval([(100, 1.0, 100, 2.0)] * (MIN_PROMPTS - 1))
     assert interval.pooled == pytest.approx(2.0) and interval.pooled_low != interval.pooled_low
     assert verdict(interval) == "too few prompts"
 
 
 def test_both_aggregations_differ_when_lengths_differ():
     # a long generation at 2x and a short one at 0.5x: pooled weighs the long one, the mean does not
-    interval = bootstrap_speedup([(1000, 5.0, 1000, 10.0), (10, 2.0, 10, 1.0)])
+    interval = speedup_interval([(1000, 5.0, 1000, 10.0), (10, 2.0, 10, 1.0)])
     assert interval.pooled == pytest.approx((1010 / 7.0) / (1010 / 11.0))
     assert interval.mean_ratio == pytest.approx((2.0 + 0.5) / 2)
 

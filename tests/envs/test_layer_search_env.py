@@ -28,19 +28,6 @@ def test_cost_env_passes_check_env(tiny_llama):
     env.close()
 
 
-def test_making_v0_does_not_tell_users_to_upgrade_to_a_different_environment(tiny_llama):
-    """Issue 36: gymnasium read the drafter environment's alias LeapLayerSearch-v1 as v0's newer version."""
-    import warnings
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        import leap.envs
-
-        leap.envs.register_envs()
-        gym.make("LeapLayerSearchCost-v0", model=tiny_llama, prompts=PROMPTS, max_new_tokens=4, step_budget=2)
-    assert not [w for w in caught if "out of date" in str(w.message)], [str(w.message) for w in caught]
-
-
 def test_measured_env_steps(tiny_qwen2):
     env = LeapLayerSearchEnv(model=tiny_qwen2, prompts=PROMPTS, max_new_tokens=10, reward="measured", step_budget=3)
     obs, info = env.reset(seed=0)
@@ -117,13 +104,10 @@ def test_empty_prompts_are_refused(tiny_llama):
         LeapLayerSearchEnv(model=tiny_llama, prompts=[])
 
 
-# ---------------------------------------------------------------- v1: the drafter dimension
-def test_v1_ids_keep_v0_and_add_the_drafter_dimension(tiny_llama):
-    assert gym.registry["LeapLayerSearch-v1"].nondeterministic
-    for new, old in (("LeapDrafterSearch-v0", "LeapLayerSearch-v1"), ("LeapDrafterSearchCost-v0", "LeapLayerSearchCost-v1")):
-        assert gym.registry[new].entry_point == gym.registry[old].entry_point  # the new name and its alias
-        assert gym.registry[new].kwargs == gym.registry[old].kwargs
-    env = gym.make("LeapLayerSearchCost-v1", model=tiny_llama, prompts=PROMPTS, max_new_tokens=12, step_budget=5,
+# ---------------------------------------------------------------- the drafter dimension
+def test_the_drafter_environment_keeps_the_layers_and_adds_the_drafter_dimension(tiny_llama):
+    assert gym.registry["LeapDrafterSearch-v0"].nondeterministic
+    env = gym.make("LeapDrafterSearchCost-v0", model=tiny_llama, prompts=PROMPTS, max_new_tokens=12, step_budget=5,
                    drafters=["layer-skip", "prompt-lookup", "suffix"])
     u = len(env.unwrapped.space.units)
     assert list(env.action_space.nvec) == [3] * u + [3]

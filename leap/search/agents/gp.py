@@ -8,9 +8,9 @@ Who calls what: :mod:`leap.search.agents.bayes` (expected improvement) and :mod:
 from __future__ import annotations
 
 import numpy as np
-from scipy import linalg, stats
+from scipy import linalg
 
-__all__ = ["GaussianProcess", "expected_improvement", "upper_confidence_bound"]
+__all__ = ["GaussianProcess", "upper_confidence_bound"]
 
 
 class GaussianProcess:
@@ -38,11 +38,6 @@ class GaussianProcess:
         v = linalg.cho_solve(self.chol, Ks.T)
         var = np.clip(1.0 - (Ks * v.T).sum(-1), 1e-12, None)
         return mu * self.scale + self.mean, np.sqrt(var) * self.scale
-
-
-def expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float, xi: float = 0.01) -> np.ndarray:
-    z = (mu - best - xi) / sigma
-    return (mu - best - xi) * stats.norm.cdf(z) + sigma * stats.norm.pdf(z)
 
 
 def upper_confidence_bound(mu: np.ndarray, sigma: np.ndarray, kappa: float = 2.5) -> np.ndarray:
