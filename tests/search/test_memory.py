@@ -368,3 +368,71 @@ def test_a_request_whose_kept_option_lost_widens_the_next_cut(fixed, speedup, pa
     memory.observe({}, fixed, speedup)
     assert memory.last_paid is paid
     assert memory.prune([A, B]) == ((A,) if paid else (A, B))  # B (0.8 x A) is back inside 0.85 ** 2 only
+
+
+# ---------------------------------------------------------------- the memory as a state machine
+from hypothesis import settings as _settings  # noqa: E402
+from hypothesis import strategies as _st  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule  # noqa: E402
+
+_LABELS = [parse_option(x) for x in ("lowbit", "lowbit:num_tokens=10", "stand", "suffix", "prompt-lookup")]
+
+
+class MemoryMachine(RuleBasedStateMachine):
+    """Requests observed directly or through --compare's copy and adopt, prunes and reloads in any order: the clock
+    counts every request once, what is kept is always a subset that holds every option without enough evidence and
+    the best-remembered one, and the file always holds what the memory holds (the last two memory bugs, found by
+    hand, broke the clock and the choice of the option rechecked)."""
+
+    def __init__(self):
+        super().__init__()
+        import tempfile
+        from pathlib import Path
+
+        self.folder = tempfile.TemporaryDirectory()
+        self.path = Path(self.folder.name) / "m.json"
+        self.memory = SearchMemory(self.path, keep=0.85, min_requests=2, recheck=3)
+        self.observed = 0
+
+    def teardown(self):
+        self.folder.cleanup()
+
+    @rule(means=_st.dictionaries(_st.sampled_from(_LABELS), _st.floats(0.3, 3.0), max_size=4),
+          fixed=_st.one_of(_st.none(), _st.sampled_from(_LABELS)), speedup=_st.floats(0.5, 2.5),
+          through_compare=_st.booleans())
+    def observe(self, means, fixed, speedup, through_compare):
+        target = self.memory.copy() if through_compare else self.memory
+        target.observe({o.label: m for o, m in means.items()}, None if fixed is None else fixed.label,
+                       None if fixed is None else speedup)
+        if through_compare:
+            self.memory.adopt(target)
+        self.observed += 1
+
+    @rule(offered=_st.lists(_st.sampled_from(_LABELS), min_size=1, max_size=5, unique=True))
+    def prune(self, offered):
+        kept = self.memory.prune(offered)
+        assert set(kept) <= set(offered)
+        stats = self.memory.stats
+        for option in offered:
+            if option.label not in stats or stats[option.label]["requests"] < self.memory.min_requests:
+                assert option in kept, f"{option.label} lacks evidence but was pruned"
+        counted = [o for o in offered if self.memory.expected(o.label) is not None]
+        if counted:
+            assert max(counted, key=lambda o: self.memory.expected(o.label)) in kept
+
+    @invariant()
+    def the_clock_counts_every_request_once(self):
+        assert self.memory.requests == self.observed
+        for entry in self.memory.stats.values():
+            assert 1 <= entry["requests"] <= self.memory.requests and entry["last"] <= self.memory.requests
+
+    @invariant()
+    def the_file_holds_what_the_memory_holds(self):
+        if self.observed:
+            again = SearchMemory(self.path, keep=0.85, min_requests=2, recheck=3)
+            assert (again.stats, again.requests, again.last_paid) == (self.memory.stats, self.memory.requests,
+                                                                        self.memory.last_paid)
+
+
+TestMemoryMachine = MemoryMachine.TestCase
+TestMemoryMachine.settings = _settings(max_examples=40, stateful_step_count=12, deadline=None)

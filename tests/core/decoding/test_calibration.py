@@ -101,18 +101,25 @@ def test_select_reads_the_calibration(tiny_llama):
     assert select.step_cost(0, 4) == pytest.approx(costs.step_cost(4, drafter=name))
 
 
-def test_a_decoding_step_synchronises_once(tiny_llama, monkeypatch):
-    from leap.core.runtime.device import StepClock
+def test_a_decoding_step_synchronises_once_and_reads_the_device_once(tiny_llama, monkeypatch):
+    """Every wait for the device goes through ``device.synchronize`` (the step clock's settle, ``wall_clock``), and
+    every read of a value is a host read (a wait on a GPU): a greedy layer-drafted step under a policy that reads
+    nothing makes one of each (red with a second synchronize or a per-token read in the step)."""
+    from leap.core.decoding.session import HOST_READS_PER_STEP
+    from leap.core.runtime import device
+    from leap.core.runtime.host_reads import HostReads
 
-    settles = []
-    monkeypatch.setattr(StepClock, "settle", lambda self: settles.append(1))
+    waits = []
+    real = device.synchronize
+    monkeypatch.setattr(device, "synchronize", lambda dev: waits.append(1) or real(dev))
     decoder = SelfSpecDecoder(tiny_llama, LayerConfig.from_sets(tiny_llama.num_layers, skip=[2]), "fixed",
                               policy_kwargs={"k": 3})
     session = decoder.start([5, 6, 7, 8], max_new_tokens=20)
-    settles.clear()
-    for _ in range(3):
-        session.step()
-    assert len(settles) == 3
+    waits.clear()
+    with HostReads() as reads:
+        for _ in range(3):
+            session.step()
+    assert len(waits) == 3 and reads.total == 3 * HOST_READS_PER_STEP, reads.report()
 
 
 def test_another_chip_never_reads_this_machines_costs(tiny_llama, tmp_path, monkeypatch):

@@ -28,12 +28,26 @@ def test_accelerate_replaces_only_float32_cpu_linears():
     assert isinstance(model[2], nn.Linear)
 
 
-def test_falls_back_when_grad_is_enabled():
+def test_falls_back_when_grad_is_enabled(monkeypatch):
+    """Under autograd the packed oneDNN kernel (no backward) is never called: the plain linear runs and gradients
+    flow; without grad the packed kernel runs (red when the fallback is dropped, or taken always)."""
+    from leap.core.modeling import fast_linear
+
     lin = nn.Linear(4, 3)
     fast = OneDNNLinear(lin)
+    packed = []
+    kernel = torch.ops.mkldnn._linear_pointwise if fast_linear._POINTWISE else torch._C._nn.mkldnn_linear
+    spy = lambda *a: packed.append(1) or kernel(*a)  # noqa: E731
+    if fast_linear._POINTWISE:
+        monkeypatch.setattr(fast_linear.torch.ops.mkldnn, "_linear_pointwise", spy)
+    else:
+        monkeypatch.setattr(fast_linear.torch._C._nn, "mkldnn_linear", spy)
     x = torch.randn(2, 4, requires_grad=True)
     fast(x).sum().backward()
-    assert x.grad is not None
+    assert x.grad is not None and not packed
+    with torch.no_grad():
+        assert torch.allclose(fast(x), lin(x), atol=1e-6)
+    assert packed == [1]
 
 
 def test_deepcopy_repacks_and_keeps_ties():
