@@ -34,7 +34,7 @@ def _contracts_on_the_docs_plugins(tiny_llama):
 def test_agents_md_python_examples_run(tmp_path, monkeypatch, tiny_llama):
     folder = save_tiny_model(tmp_path / "tiny", eos_token_id=None)
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-    assert len(blocks) == 8
+    assert len(blocks) == 9
     namespace: dict = {}
     try:
         for code in blocks:
@@ -47,6 +47,7 @@ def test_agents_md_python_examples_run(tmp_path, monkeypatch, tiny_llama):
         _contracts_on_the_docs_plugins(tiny_llama)
     finally:  # leave the registries as we found them
         search_agents.remove("greedy-skip")
+        search_agents.remove("random-skip")
         redundancy_metrics.remove("update-norm")
         drafters.remove("repeat-last")
         if "first-path" in tree_rules:
@@ -147,4 +148,5 @@ def test_agents_md_walk_from_an_empty_file_to_leap_report(tmp_path, monkeypatch,
         assert "| greedy-skip |" in report and "| leap |" in report and "| ucb |" in report
     finally:
         search_agents.remove("greedy-skip")
+        search_agents.remove("random-skip")
         sys.modules.pop("my_agents", None)

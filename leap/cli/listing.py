@@ -1,6 +1,6 @@
 """``leap policies | metrics | agents | drafters``: list a registry, one line per registered name (``--import``
 loads a plug-in module first); ``leap check --import MODULE``: run the plug-in contracts
-(:mod:`leap.bench.contracts`) on what that module registered."""
+(:mod:`leap.testing.contracts`) on what that module registered."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def _agents() -> int:
 
 def _check(args: argparse.Namespace) -> int:
     """Contracts on what the --import modules registered (or everything with --all); one line per failure."""
-    from leap.bench import contracts
+    from leap.testing import contracts
     from leap.cli.common import import_modules
     from leap.core.drafters import drafters
     from leap.redundancy.base import redundancy_metrics

@@ -62,7 +62,19 @@ __all__ = ["SearchAgent", "search_agents", "make_agent"]
 
 
 class SearchAgent:
-    """Base class; see the module docstring for the lifecycle.
+    """Base class; see the module docstring for the lifecycle. A complete agent (run as a doctest)::
+
+        >>> from leap.search import SearchAgent, search_agents
+        >>> @search_agents.register("doc-random-skip")
+        ... class RandomSkipAgent(SearchAgent):
+        ...     "Each decision unit takes a random allowed action."
+        ...     def ask(self, history):
+        ...         choice = [int(self.rng.integers(len(unit.actions))) for unit in self.space.units]
+        ...         return self.space.to_config(choice) if self.space.is_valid(choice) else None
+        >>> from leap.testing import check_agent
+        >>> check_agent("doc-random-skip")  # the contract leap check runs: no problem found
+        []
+        >>> search_agents.remove("doc-random-skip")
 
     Args:
         space: the search space proposals must come from.

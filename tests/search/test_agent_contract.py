@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from leap.core.config import LayerConfig
 from leap.search import SearchHistory, make_agent, search_agents
-from leap.bench.contracts import run_agent
+from leap.testing.contracts import run_agent
 from tests.search.spaces import reward_of, search_spaces
 
 AGENTS = search_agents.names()
@@ -222,3 +222,13 @@ def test_a_best_outside_the_history_is_a_clear_error(tiny_llama):
     runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), Liar(_plain_space()), SearchSettings(budget=2, give_up=0))
     with pytest.raises(SettingsError, match="'liar'.*never tried"):
         runner.generate([5, 6, 7, 8], max_new_tokens=12)
+
+
+def test_the_agent_in_the_base_class_docstring_runs_and_passes_the_contract():
+    """The ten-line agent of ``SearchAgent``'s docstring (also README's and docs/agents.md's) is a doctest."""
+    import doctest
+
+    import leap.search.base
+
+    result = doctest.testmod(leap.search.base)
+    assert result.attempted >= 5 and result.failed == 0

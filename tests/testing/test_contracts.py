@@ -1,10 +1,10 @@
-"""The plug-in contracts an installed leap runs (leap.bench.contracts, `leap check --import`)."""
+"""The plug-in contracts an installed leap runs (leap.testing.contracts, `leap check --import`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from leap.bench import contracts
+from leap.testing import contracts
 from leap.cli import main
 from leap.redundancy.base import redundancy_metrics
 from leap.search import SearchAgent, search_agents
@@ -93,3 +93,30 @@ def test_an_agent_that_ignores_its_seed_is_flagged():
     finally:
         search_agents.remove("check-unseeded")
     assert any("4 seeds gave 1 distinct searches" in line and "self.rng" in line for line in found), found
+
+
+# ---------------------------------------------------------------- leap.testing's classes, as a researcher uses them
+from leap.testing import AgentContract, DrafterContract, MetricContract  # noqa: E402
+
+
+class TestTheRandomAgentThroughLeapTesting(AgentContract):
+    agent = "random"
+
+
+class TestTheCosineMetricThroughLeapTesting(MetricContract):
+    metric = "cosine"
+
+
+class TestPromptLookupThroughLeapTesting(DrafterContract):
+    drafter = "prompt-lookup"
+
+
+def test_a_contract_class_fails_an_agent_that_breaks_the_contract():
+    search_agents.add("check-unseeded-class", Unseeded)
+    try:
+        contract = AgentContract()
+        contract.agent = "check-unseeded-class"
+        with pytest.raises(AssertionError, match="4 seeds gave 1 distinct searches"):
+            contract.test_agent_contract()
+    finally:
+        search_agents.remove("check-unseeded-class")

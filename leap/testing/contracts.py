@@ -13,12 +13,13 @@ to add.
 * metric: one finite value per layer; at most one host read per ``compute`` (a GPU sync each);
 * drafter: greedy output token-identical to plain decoding, within its declared host-read budget.
 
-Who calls what: ``leap check`` (:mod:`leap.cli.listing`); ``tests/bench/test_contracts.py``.
+Who calls what: ``leap check`` (:mod:`leap.cli.listing`), the pytest classes of :mod:`leap.testing`; ``tests/testing/test_contracts.py``.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 import numpy as np
@@ -90,8 +91,9 @@ def check_agent(name: str, trials: int = 10) -> list[str]:
     return out
 
 
+@functools.cache
 def contract_model():
-    """The random 8-layer Llama (in memory, float32, CPU) the metric and drafter contracts run on."""
+    """The random 8-layer Llama (in memory, float32, CPU) the metric and drafter contracts run on (built once)."""
     import torch
 
     from leap.bench.smoke import build_random_model
