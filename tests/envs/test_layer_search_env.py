@@ -173,6 +173,7 @@ if __name__ == "__main__":  # spawned workers import this file again
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("mode", ["sync", "async", "async-spawn"])
 def test_vector_envs_step_every_copy(tmp_path, mode):
     """gym.make_vec, both modes, in a subprocess with a time limit: async workers fork after the parent used

@@ -115,6 +115,7 @@ def _sample_rows(model, prompts, batches, monkeypatch=None, accept_all=False, la
     return counts
 
 
+@pytest.mark.heavy
 def test_sampled_rows_follow_the_target_distribution_and_a_rule_that_keeps_every_draft_does_not(monkeypatch):
     model = tiny_model("llama", vocab=12, eos_token_id=None, init=0.3)
     repetitive, short = [4, 7, 4, 7, 4], [9, 2]  # prompt lookup drafts [7, 4] after the first; nothing after the second

@@ -100,6 +100,7 @@ def test_lowbit_greedy_output_is_plain_greedy_output(tiny_llama, num_tokens, ski
     assert spec.acceptance_rate > 0.5
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("top_k", [0])  # a cut (top_k=K) draws dict maps: the trees' test below covers them
 def test_lowbit_samples_follow_the_target_distribution(monkeypatch, top_k):
     """T = 1: three-token outputs of lowbit-drafted decoding match the exact target distribution (chi-square),
@@ -150,6 +151,7 @@ def test_lowbit_settings_errors_name_the_fix(tiny_llama):
         make_drafter("lowbit").propose([1, 2], 3)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed")
 @pytest.mark.parametrize("quant", ["native", "q8_0"])
@@ -206,6 +208,7 @@ def test_lowbit_trees_are_greedy_lossless(tiny_llama, shape):
     assert spec.acceptance_rate > 0 and max(s.drafted for s in spec.steps) > 4  # branching trees were verified
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("spec", ["lowbit-siblings", "cascade"])
 def test_lowbit_trees_and_cascades_keep_the_target_distribution(spec):
     """T = 1, two tokens: a sampled sibling tree (Gumbel-Top-K alternatives with their exact draw

@@ -11,6 +11,7 @@ from tests.core.verify.test_sampling import NEGATIVE_N, _chi2_pvalue, _exact_thr
 from tests.tiny import tiny_model
 
 
+@pytest.mark.heavy
 def test_stochastic_stand_drafts_keep_the_target_distribution(monkeypatch):
     """Three-token outputs at T = 1 with stand drafting from its own q: chi-square against the exact target
     distribution; negative control: a rule that accepts every draft token fails the same test. ``top_k=2``

@@ -109,6 +109,7 @@ def _sample_pairs(decoder, prompt, N, **kw):
     return counts
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 0.9)])
 def test_speculative_samples_follow_the_target_distribution(temperature, top_p):
     """Two-token outputs of a draft that differs from the target, against exact target probabilities."""
@@ -161,6 +162,7 @@ def test_greedy_matches_exact_argmax_chain():
     assert out.token_ids[1] == int(joint[out.token_ids[0]].argmax())  # argmax of p(x2 | x1)
 
 
+@pytest.mark.heavy
 def test_deterministic_drafts_keep_the_target_distribution():
     """Prompt-lookup drafts (q one-hot) under speculative sampling: same two-token distribution."""
     model = tiny_model("llama", vocab=12, eos_token_id=None, init=0.3)
@@ -187,6 +189,7 @@ def _exact_three_token_distribution(model, prompt, settings):
     return (p1[:, None, None] * p2[:, :, None] * p3).flatten()
 
 
+@pytest.mark.heavy
 def test_hybrid_chains_of_fixed_and_sampled_draft_tokens_keep_the_target_distribution(monkeypatch):
     """A hybrid draft whose first token is model-free (q one-hot) and whose next comes from the
     layer-skip draft (q stochastic), verified together: three-token outputs follow the target.
