@@ -18,7 +18,7 @@ CONSTRAINTS=leap/data/constraints.txt
 # of ~9). On x86-64 CPUs with AVX2 it is built for AVX2/FMA/F16C (GGML_NATIVE off), never with AMX: on Intel CPUs with
 # AMX (Sapphire Rapids and later) a native build's AMX matrix product segfaults on the first decode (llama.cpp #20824;
 # it did on this project's Xeon), and on that Xeon the AVX2 build drafts a token in 15.8 ms against 22.3 ms for a
-# native AVX-512 build without AMX (benchmarks/llama_cpp_builds.py, docs/drafters.md). Elsewhere: a native build.
+# native AVX-512 build without AMX (experiments/2026-11-26-llama-cpp-builds/llama_cpp_builds.py, docs/drafters.md). Elsewhere: a native build.
 # The wheel is kept in leap's own cache, keyed by the version, these settings, the CPU's flags and the compiler: pip's
 # wheel cache is keyed by the source alone, so it would hand a wheel built on another CPU, or with AMX, to this one.
 # Required: without it the main job would draft with the torch int8 runner, slower than plain decoding.

@@ -7,7 +7,7 @@
 set -u
 OUT="${OUT:-results/gpu_graphs}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"
-source "$(dirname "$0")/gpu_env.sh"
+source "$(dirname "$0")/../tools/gpu_env.sh"
 echo "== pytest -m gpu" | tee -a "$LOG"
 timeout "${GPU_TEST_S:-90}" python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tail -6 | tee -a "$LOG"
 echo "== benchmarks/gpu_graphs.py" | tee -a "$LOG"

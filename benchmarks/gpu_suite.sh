@@ -7,7 +7,7 @@
 set -u
 OUT="${OUT:-results/gpu_suite}"; mkdir -p "$OUT"
 LOG="$OUT/suite.txt"
-source "$(dirname "$0")/gpu_env.sh"
+source "$(dirname "$0")/../tools/gpu_env.sh"
 python3 -c "import optuna; print('optuna', optuna.__version__)" 2>&1 | tee -a "$LOG"
 nproc | tee -a "$LOG"
 echo "== the CUDA tests: pytest -m gpu" | tee -a "$LOG"

@@ -5,7 +5,7 @@
 # runs before; leap-drafters-cold: no memory, every request searches from scratch), lowbit fixed at its defaults and
 # lowbit on its torch-int8 runner, three interleaved timed runs each, 128 new tokens, T = 0 and T = 1 (seed 0),
 # float32, 2 threads, whole calls timed. One prompt: no interval over prompts (leap report prints the pooled ratio
-# alone). `bash benchmarks/main_job_generate.sh` runs the main job itself (`leap generate --compare`, --json).
+# alone). `bash experiments/2026-11-26-main-job-generate/main_job_generate.sh` runs the main job itself (`leap generate --compare`, --json).
 # Usage: bash benchmarks/main_job.sh OUT_DIR
 set -euo pipefail
 out="${1:?usage: bash benchmarks/main_job.sh OUT_DIR}"

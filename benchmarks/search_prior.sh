@@ -29,7 +29,7 @@ json.dump({"model": "SmolLM2-135M-Instruct", "device_type": "cpu", "dtype": "flo
                       "20 seed prompts seed-1500..1519 of leap.heads.prompts; never Spec-Bench)",
            "commit": git_commit(), "options": memory["options"]}, open(sys.argv[2], "w"), indent=1)
 PY
-  python benchmarks/stamp_prior.py "$prior"  # today's drafter fingerprints: a later leap forgets what changed
+  python tools/stamp_prior.py "$prior"  # today's drafter fingerprints: a later leap forgets what changed
 fi
 for temp in ${TEMPS:-0}; do
   leap bench --methods ar,lowbit,leap-drafters,leap-drafters-prior=leap-drafters \

@@ -189,7 +189,7 @@ class SearchMethod(BenchMethod):
                                 f"leap/data/search_memory), persist ($LEAP_CACHE/search_memory), off, or a FILE.json "
                                 f"(read at the start if it exists, written as the run learns), got {memory!r}")
         # a benchmark starts from an empty memory unless told: one learnt on evaluation prompts in an earlier run
-        # would be tuning on the test; a FILE.json is one built elsewhere (benchmarks/search_warm.sh: on leap's own
+        # would be tuning on the test; a FILE.json is one built elsewhere (experiments/2026-11-25-search-warm/search_warm.sh: on leap's own
         # seed prompts), and the records' search_memory_at_start names it
         ageing = dict(horizon=int(memory_horizon), recheck=int(memory_recheck))  # 0, 0: the ablation (no ageing)
         if memory == "off" or not drafters:

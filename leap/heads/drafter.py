@@ -9,7 +9,7 @@ back to the verified context, so no draft feature outlives its step.
 
 Greedy: the argmax chain over the draft vocabulary, stopped early when the draft's top probability
 falls below ``min_confidence`` (default 0.3, chosen on held-out seed prompts by
-``benchmarks/heads_tuning.sh``: 1.23x there against 1.04x for unstopped chains; never tuned on Spec-Bench).
+``experiments/2026-11-23-heads-tuning/heads_tuning.sh``: 1.23x there against 1.04x for unstopped chains; never tuned on Spec-Bench).
 Sampling: each token drawn from ``q`` = the draft distribution after the
 request's temperature and top-p, cut to its ``top_k`` most likely tokens and renormalised (the exact
 distribution it was drawn from), so speculative sampling and Traversal Verification keep the target

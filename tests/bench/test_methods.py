@@ -50,7 +50,7 @@ def test_peer_settings_are_checked(tiny_llama):
 
 
 def test_a_search_memory_built_elsewhere_is_read_named_and_kept_apart(tiny_llama, tmp_path):
-    """memory=FILE.json: a memory built on other prompts (benchmarks/search_warm.sh) starts the run, the records
+    """memory=FILE.json: a memory built on other prompts (experiments/2026-11-25-search-warm/search_warm.sh) starts the run, the records
     say which file, and what the run learns is written there, never to $LEAP_CACHE; other values are refused."""
     import json
 

@@ -277,7 +277,7 @@ def test_an_older_leaps_memory_file_starts_afresh_and_machines_do_not_share_one(
 def test_the_shipped_prior_is_stamped_with_todays_drafters():
     """Every option of a shipped prior carries today's fingerprint of its drafter on the model it was made for: a
     change to a drafter's definition must come with a new prior (benchmarks/search_prior.sh), or a restamp after
-    checking the change does not alter what was measured (benchmarks/stamp_prior.py), never a prior that is silently
+    checking the change does not alter what was measured (tools/stamp_prior.py), never a prior that is silently
     forgotten on every user's first request."""
     import importlib.util
     import json

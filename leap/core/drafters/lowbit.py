@@ -13,7 +13,7 @@ tensor (:class:`~leap.core.verify.sampling.DenseDraw`); with ``top_k=K`` cut to 
 renormalised - the exact distribution the token is drawn from, returned with it, so the speculative sampling rule
 (and Traversal Verification for chains) keeps the target distribution. The cut costs acceptance: the tail it drops
 is mass ``sum(min(p, q))`` can no longer count (on the default model at T = 1, teacher forced on leap's seed
-prompts: 0.89 for the top 64, 0.96 for the whole vocabulary; ``benchmarks/lowbit_top_k.py``). Trees list their
+prompts: 0.89 for the top 64, 0.96 for the whole vocabulary; ``experiments/2026-11-25-lowbit-top-k/lowbit_top_k.py``). Trees list their
 candidates, so they keep a cut (``top_k``, or ``TREE_TOP_K`` when it is 0).
 Lossless either way: the decoder verifies every token with the full-precision model.
 
@@ -41,7 +41,7 @@ backend=torch-int8`` picks a runner; ``gguf=PATH`` names a GGUF file for a model
 (or another of :data:`~leap.core.modeling.low_bit.QUANTS`) re-encodes that GGUF with llama.cpp's quantiser first.
 The default, ``native``, drafts with the GGUF as shipped (the default model's Q4_1): with the KV handoff the draft no
 longer takes prompts in, where Q8_0 was faster, and per draft token Q4_1 is the cheaper of the two at the same
-acceptance - on leap's seed prompts (never Spec-Bench; ``benchmarks/draft_cost.py``) 11.9 against 14.1 ms on this
+acceptance - on leap's seed prompts (never Spec-Bench; ``experiments/2026-11-25-draft-cost/draft_cost.py``) 11.9 against 14.1 ms on this
 project's Xeon (``docs/data/draft_cost_xeon.json``) and 9.8 against 9.5 ms with higher acceptance on its earlier
 EPYC (``docs/data/draft_cost.json``);
 ``LowBit(runner=...)`` drafts with any :class:`~leap.core.modeling.low_bit.LowBitRunner` of your own.

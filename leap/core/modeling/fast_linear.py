@@ -9,7 +9,7 @@ oneDNN's inner-product primitive on a weight converted once to its blocked layou
 tokens cost 1.3-1.4x one token instead of 1.5-2.1x.
 
 **Which is faster depends on the machine, so it is measured** (:func:`choose_linears`). On the Intel Xeon this
-project moved to, the packed path made plain decoding of the same model slower (``python benchmarks/linears.py``,
+project moved to, the packed path made plain decoding of the same model slower (``python experiments/2026-11-26-linears/linears.py``,
 ``docs/data/linears_xeon.json``: 64.6 ms a token against 43.5 ms for MKL's sgemm, and slower at every verification
 width measured).
 ``load_model``/``wrap_model`` therefore time the model's forward over one token and over nine (a plain step and a

@@ -10,7 +10,7 @@ to plain decoding stops being pulled, so speculation turns itself off where it l
 ``(drafter index, cap)`` pair (:func:`drafter_arms`), so the bandit picks whether, how far and with what to draft.
 
 Two things keep it from paying for what it cannot use (measured on leap's seed prompts:
-``benchmarks/batch_search_seed.py``). **A ladder of caps**: a drafter's longer cap is tried only once its next
+``experiments/2026-11-26-batch-search-seed/batch_search_seed.py``). **A ladder of caps**: a drafter's longer cap is tried only once its next
 shorter cap has been tried and did at least as well as plain decoding - a chain that loses at 4 tokens does not win
 at 16, since every token past the fourth is accepted only after the first four were - so a search over many
 drafters explores each one's dear arms only where its cheap arm paid. **Values that follow the text**: an arm's

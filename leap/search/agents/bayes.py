@@ -4,7 +4,7 @@ A Gaussian process over the decision units' actions (and a :class:`~leap.search.
 drafter option), fitted to every configuration's reward, proposing by (log) expected improvement after
 ``n_init`` space-filling proposals; Draft & Verify optimises its skip set the same way, offline, and here
 it runs online on measured steps. Until issue 21 ``bayes`` was a hand-written 49-line GP with expected
-improvement; a side-by-side run (``benchmarks/sample_efficiency.py``, docs/agents.md section 2b) found
+improvement; a side-by-side run (``experiments/2026-11-23-sample-efficiency/sample_efficiency.py``, docs/agents.md section 2b) found
 it no better per trial than Optuna's ``GPSampler`` (best after 40 trials 0.926 [0.905, 0.947] against
 0.926 [0.908, 0.944]), so the name now stands for the maintained sampler: :class:`BayesAgent` is
 :class:`~leap.search.external.optuna_agent.GPAgent` under the old name, keeping ``n_init``.

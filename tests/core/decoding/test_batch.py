@@ -302,7 +302,7 @@ def test_the_bandit_judges_a_drafters_steps_without_the_one_time_cost_of_beginni
     """Beginning a drafter's rows is paid once a batch, in its first step with it: the step's wall time includes it
     (the batch's clock does), the bandit's reward does not - otherwise that first step alone decided that the drafter
     loses (on the default model: lowbit's first step at B = 4 took 0.51 s against 0.14 s for the next ones,
-    benchmarks/batch_first_steps.py)."""
+    experiments/2026-11-26-batch-first-steps/batch_first_steps.py)."""
     from leap.core.policies.batch_caps import GoodputBandit
 
     batch, max_new = [[5, 9, 14, 7, 9, 14], [6, 6, 8, 11, 6, 8, 11]], 10

@@ -1,7 +1,7 @@
 """llama.cpp contexts kept for reuse within a process: a dropped low-bit runner's context serves the next one.
 
 A llama.cpp context holds the draft's KV cache, allocated and cleared when the context is made: for the default model
-at its n_ctx of 8192, ~190 MB and ~80 ms on this project's CPU (``python benchmarks/lowbit_contexts.py``). Every
+at its n_ctx of 8192, ~190 MB and ~80 ms on this project's CPU (``python experiments/2026-11-26-lowbit-contexts/lowbit_contexts.py``). Every
 ``leap generate`` call made it anew for its ``lowbit`` runner, and the drafter search twice (``lowbit`` and
 ``cascade`` each hold a runner), inside the call's clock - a cost of the process's history, not of the request.
 The weights are already loaded once per process (``leap.core.modeling.low_bit._MODELS``); this does the same for
