@@ -29,7 +29,8 @@ Trees (``shape=``, greedy): ``"chain"`` (default); ``"eagle2"`` - EAGLE-2's dyna
 where OPT-Tree's expected speed under the calibrated verification costs peaks. A tree costs one pass of the
 layers below ``k`` per depth where a chain costs one per token; it is verified by the full model with tree
 attention (the layers below ``k`` are not reused). Under sampling a tree-shaped exit head drafts its sampled
-chain. Measured against chains: ``docs/drafters.md`` (``experiments/2026-11-24-exit-trees/exit_trees.sh``).
+chain. Measured against chains:
+``experiments/2026-11-26-drafters-notebook/NOTES.md`` (``experiments/2026-11-24-exit-trees/exit_trees.sh``).
 
 Who calls what: the decoding session calls :meth:`use_model` when the drafter joins it and
 :meth:`exit_logits` for every token the layers draft; with a tree shape, :meth:`propose_exit_tree` each

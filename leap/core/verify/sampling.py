@@ -69,7 +69,8 @@ class DenseDraw(Mapping):
     map of ~50k entries, which would cost more to build than the draft pass. It reads as that map - tokens of
     non-zero probability and their probabilities - so every acceptance rule takes it; :func:`draft_rows` copies
     its row whole. Truncating ``q`` to its top tokens loses the tail mass from the acceptance ``sum(min(p, q))``:
-    on the default model at T = 1, 0.96 for the whole vocabulary against 0.89 for the top 64 (docs/drafters.md)."""
+    on the default model at T = 1, 0.96 for the whole vocabulary against 0.89 for the top 64
+    (experiments/2026-11-26-drafters-notebook)."""
 
     __slots__ = ("probs",)
 
