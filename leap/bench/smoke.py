@@ -21,7 +21,7 @@ can flip); tokens/s; the verification curve ``c(k)``; the one-token draft cost a
 skipped layers; and peak memory.
 
 Who calls what: ``leap smoke`` (:func:`leap.cli.main`) calls :func:`run_smoke`; ``tests/bench/
-test_smoke.py`` runs the ``tiny`` preset on the CPU; docs/gpu.md holds the GPU runs.
+test_smoke.py`` runs the ``tiny`` preset on the CPU; the GPU runs are in experiments/2026-11-26-gpu-notebook.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""leap smoke on the tiny preset (what CI runs; docs/gpu.md has the GPU and 8B runs)."""
+"""leap smoke on the tiny preset (what CI runs; the GPU and 8B runs: experiments/2026-11-26-gpu-notebook)."""
 
 import json
 

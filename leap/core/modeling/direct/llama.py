@@ -7,7 +7,7 @@ runs the same operators in the same order - RMSNorm, the q/k/v projections, tran
 ``apply_rotary_pos_emb``, leap's cache and attention (:mod:`leap.core.modeling.kv_cache`), the output projection, the
 residuals and the SiLU MLP - without the modules around them. The products, the weights and the arithmetic are the
 module's; only Python is left out, so the result is bitwise the module's own (measured:
-``python experiments/2026-11-26-direct-layers/direct_layers.py``, docs/core.md).
+``python experiments/2026-11-26-direct-layers/direct_layers.py``, experiments/2026-11-26-engine-notebook).
 
 Exact, checked at run time, never assumed: the first time a kind of layer (class, dtype, device) comes here, one of
 its layers runs both ways on the same random inputs - a 4-token step with a causal mask over 3 cached positions, and
