@@ -120,7 +120,7 @@ class BatchState:
             return []
         caches = []
         for p in prompts:
-            cache = stack.new_cache(len(p))
+            cache = LeapKVCache(stack.num_layers, len(p))  # never the graph engine's own cache (a session's)
             if len(p) > 1:
                 stack.run_layers(stack.embed(p[:-1]), stack.full_plan, cache, 0)
             caches.append(cache)

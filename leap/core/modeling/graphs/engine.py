@@ -259,7 +259,7 @@ class LayerGraphs:
         stack, q = self.stack, hidden.shape[1]
         width = bucket(q)
         key = ("head", width)
-        if key in self.broken or width > MAX_WIDTH:
+        if key in self.broken or width > MAX_WIDTH or self.home is None:  # no cache yet: no buffers to bind to
             return stack.eager_logits(hidden)
         bufs = self._buffers(width, hidden)
         bufs.hidden[:, :q].copy_(hidden)
