@@ -233,3 +233,17 @@ def test_the_engine_is_said_in_model_info_and_graphs_off_is_eager(tiny_llama, mo
     assert tiny_llama.info["engine"] == "static"
     with pytest.raises(ValueError, match="unknown layer engine"):
         LayerStack(tiny_llama, "compiled")
+
+
+def test_the_head_runs_before_any_cache_exists_and_a_batch_never_takes_the_engines_cache(tiny_llama):
+    stack = LayerStack(tiny_llama, "graphs")
+    assert stack.logits(stack.embed([5, 6, 7])).shape == (3, tiny_llama.vocab_size)
+    from leap.core.decoding.batch import BatchDecoder
+
+    batch = BatchDecoder(tiny_llama, "prompt-lookup", num_tokens=4)
+    batch.stack = stack
+    prompts = [[5, 6, 7, 5, 6, 7], [8, 9, 10]]
+    out = batch.generate(prompts, max_new_tokens=12)
+    assert stack.graphs.home is None  # the rows' prefill caches are eager: a session can still take the engine's
+    plain = [SelfSpecDecoder(tiny_llama, None).generate(p, max_new_tokens=12).token_ids for p in prompts]
+    assert [r.token_ids for r in out.rows] == plain
