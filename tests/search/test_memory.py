@@ -105,7 +105,8 @@ def test_a_request_that_confirms_the_memorys_favourite_stops_searching(tiny_llam
     screened = run({"prompt-lookup": {"requests": 3, "mean": 1e-3}, "suffix": close, "stand": close})
     assert len(screened.trials) == 1 and screened.stop == "memory"
     unseen = run({"prompt-lookup": {"requests": 3, "mean": 1.0}, "suffix": low})  # stand not yet remembered
-    assert unseen.iterations > 1 and any(t["config"].startswith("stand") for t in unseen.trials)  # it is tried
+    # it is tried (it may win its trial outright on a busy machine, and the search settle on it at once)
+    assert any(t["config"].startswith("stand") for t in unseen.trials)
     assert run(None).stop != "memory"
 
 
