@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -28,20 +27,16 @@ from pathlib import Path
 import torch
 
 from leap.bench.smoke import build_random_model
+from leap.core.decoding.calibrate import _median_time
 from leap.core.decoding.decoder import SelfSpecDecoder
 from leap.core.modeling.layers import LayerStack
-from leap.core.runtime.device import wall_clock
 from leap.core.runtime.provenance import provenance
 
 
 def _median_s(fn, device, rounds: int) -> float:
+    """The median of ``rounds`` timed calls of ``fn`` after one untimed warm-up (calibration's own timer)."""
     fn()
-    times = []
-    for _ in range(rounds):
-        t0 = wall_clock(device)
-        fn()
-        times.append(wall_clock(device) - t0)
-    return statistics.median(times)
+    return _median_time(fn, rounds, device)
 
 
 def copy_rate(device: torch.device) -> float:
