@@ -92,7 +92,9 @@ class BatchDecoder:
             batch decodes plainly, and after ``n`` such batches in a row the next ``2 ** (n - 1)`` batches do not
             draft at all (as a single request's search skips itself: :mod:`leap.search.runner`); a batch too short
             for its budget to cover one plain step's loss (``loss_budget * max_new_tokens < 1``) is not judged so.
-            None: off.
+            As a single request's, it is what the search may lose *before* something pays: once a drafting arm has
+            paid (:meth:`~leap.core.policies.batch_caps.GoodputBandit.pays`, kept across batches with the bandit),
+            the budget no longer runs and the bandit alone decides. None: off.
         compact_min, compact_share: pack the rows' valid slots to the front once more than ``max(compact_min,
             compact_share * slots)`` slots are holes (attention over holes costs time; packing costs a copy of the
             cache); ``0, 0`` packs after every step that leaves a hole.
@@ -227,7 +229,7 @@ class BatchDecoder:
         plain_arm = (0, 0) if len(self.specs) > 1 else 0
         off = guard and self._skips_left > 0  # an earlier batch in a row tripped the budget: no drafting now
         self._skips_left -= int(off)
-        lost, budget = 0.0, None
+        lost, budget, paid = 0.0, None, False
         while not session.done:
             rows = len(session.active)
             policy = self.policy(rows)
@@ -241,14 +243,17 @@ class BatchDecoder:
             policy.update(arm, committed / rows, seconds - session.begin_s, accepted=session.accepted / rows,
                           draft_s=session.draft_s)
             plain = policy.means().get(plain_arm) if guard else None  # a plain step's tokens per row per second
-            if plain and not off:
+            paid = paid or (guard and policy.pays())  # from then on the budget no longer runs (docstring)
+            if plain and not off and not paid:
                 budget = budget or self.loss_budget * max_new_tokens / plain  # of the batch's plain time
                 lost += seconds - session.begin_s - committed / rows / plain
                 off = lost > budget
         # a batch that drafted: did it trip? Only a batch whose budget covers a whole plain step's loss is judged (at
         # 3%, 34 tokens or more): a shorter one (a 16-token warm-up) trips at its first exploratory step, and would
         # otherwise switch drafting off for the long batches after it
-        if guard and budget is not None and self.loss_budget * max_new_tokens >= 1:
+        if guard and paid:  # something pays: no streak of fruitless batches
+            self._fruitless, self._skips_left = 0, 0
+        elif guard and budget is not None and self.loss_budget * max_new_tokens >= 1:
             self._fruitless = self._fruitless + 1 if off else 0
             self._skips_left = 2 ** (self._fruitless - 1) if off else 0
         return session.outcome()

@@ -204,6 +204,14 @@ class GoodputBandit:
                 other.steps[arm], other.accepted[arm], other.draft_s[arm] = 1.0, self.accepted[arm] / w, self.draft_s[arm] / w
         return other
 
+    def pays(self) -> bool:
+        """Whether some drafting arm has paid: drafts of its were accepted, and its goodput reaches the plain arm's
+        (both measured; an arm whose drafts are never accepted cannot pay, whatever one step's clock says).
+        :meth:`~leap.core.decoding.batch.BatchDecoder.generate` stops its loss budget from then on."""
+        plain = [a for a, x in enumerate(self.caps) if _cap(x) == 0 and self.counts[a]]
+        return bool(plain) and any(self.counts[a] and _cap(x) > 0 and self.accepted[a] > 0
+                                   and self._value(a) >= self._value(plain[0]) for a, x in enumerate(self.caps))
+
     def means(self) -> dict[Arm, float]:
         """Goodput (tokens/s) per tried arm."""
         return {c: self._value(a) for a, (c, n) in enumerate(zip(self.caps, self.counts)) if n}

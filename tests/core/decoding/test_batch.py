@@ -226,14 +226,16 @@ def test_the_bandit_is_rewarded_per_row_so_row_counts_compare(tiny_llama, monkey
 
 
 class _SlowWrong(_Wrong):
-    """Never accepted, and 20 ms a draft: a drafted step always costs more than a plain one for the same tokens."""
+    """Never accepted, and ``delay`` (20 ms) a draft: a drafted step always costs more than a plain one for the same
+    tokens."""
 
     name = "slow-wrong"
+    delay = 0.02
 
     def propose(self, tokens, max_tokens):
         import time
 
-        time.sleep(0.02)
+        time.sleep(self.delay)
         return super().propose(tokens, max_tokens)
 
 
@@ -254,6 +256,39 @@ def test_a_batch_that_loses_stops_drafting_and_the_next_ones_skip_as_a_search_do
     short = warmed.generate(batch, max_new_tokens=16)  # a warm-up: its budget (0.48 of a step's loss) is not judged
     assert any(short.caps) and short.caps[-1] == 0  # it tripped ...
     assert any(warmed.generate(batch, max_new_tokens=max_new).caps)  # ... and the long batch after it still drafts
+
+
+class _SlowerWrong(_SlowWrong):
+    """Never accepted, and 100 ms a draft."""
+
+    name = "slower-wrong"
+    delay = 0.1
+
+
+class _Oracle(_NearOracle):
+    """Always right: proposes its row's plain output (the test fills :attr:`reference`)."""
+
+    name = "oracle"
+
+    def propose(self, tokens, max_tokens):
+        done = len(tokens) - len(self.prompt)
+        return list(self.reference[self.prompt][done: done + max_tokens])
+
+
+def test_once_a_drafter_pays_the_loss_budget_stops_and_no_batch_is_skipped(tiny_llama):
+    """The loss budget is what a search may lose before something pays: a drafter that loses, explored after one that
+    paid, must not switch the batch to plain decoding, nor the next batch off."""
+    batch, max_new = [[5, 9, 14, 7], [6, 6, 8, 11, 6]], 40
+    alone = [_alone(tiny_llama, p, max_new).token_ids for p in batch]
+    _Oracle.reference = {tuple(p): a + [0] * 20 for p, a in zip(batch, alone)}
+    # 20% of 40 plain steps (~10 ms here): the slower drafter's 100 ms spend it, an oracle step never could
+    decoder = BatchDecoder(tiny_llama, [(_Oracle, {}), (_SlowerWrong, {})], num_tokens="auto", caps=(0, 4),
+                           loss_budget=0.2, screen=False)
+    first = decoder.generate(batch, max_new_tokens=max_new)
+    assert [r.token_ids for r in first.rows] == alone
+    explored = first.drafters.index(1)  # the losing drafter's step, after the oracle's
+    assert first.caps[explored] == 4 and any(first.caps[explored + 1:])  # and still drafting after it
+    assert any(decoder.generate(batch, max_new_tokens=max_new).caps)  # the next batch is not skipped
 
 
 class _Counted(_Wrong):

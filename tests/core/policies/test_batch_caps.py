@@ -187,3 +187,21 @@ def test_a_new_row_count_starts_from_the_closest_remembered_one_ties_to_the_fewe
     assert seeded_at(3) == 20.0  # 2 and 4 both one away: the fewer rows
     assert seeded_at(6) == 40.0  # 4 and 8 both two away: the fewer rows
     assert seeded_at(7) == 80.0 and seeded_at(12) == 80.0  # 8 the closest
+
+
+def test_an_arm_pays_only_with_accepted_drafts_and_at_least_plain_goodput():
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    bandit = GoodputBandit([(0, 0), (0, 4), (1, 4)])
+    bandit.update((0, 4), committed=3.0, seconds=1.0, accepted=2.0)
+    assert not bandit.pays()  # plain decoding not measured yet: nothing to pay against
+    bandit.update((0, 0), committed=1.0, seconds=0.5)  # plain: 2 tokens a second
+    assert bandit.pays()  # 3 tokens a second, drafts accepted
+    lucky = GoodputBandit([(0, 0), (1, 4)])
+    lucky.update((0, 0), committed=1.0, seconds=0.5)
+    lucky.update((1, 4), committed=1.0, seconds=0.4, accepted=0.0)  # faster by the clock alone, nothing accepted
+    assert not lucky.pays()
+    slow = GoodputBandit([(0, 0), (1, 4)])
+    slow.update((0, 0), committed=1.0, seconds=0.5)
+    slow.update((1, 4), committed=1.5, seconds=1.0, accepted=0.5)  # accepted, but 1.5 tokens a second
+    assert not slow.pays()
