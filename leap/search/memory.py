@@ -41,8 +41,15 @@ project's machine one 65-token request of the README's main job then tried five 
 ``lowbit`` (``leap generate "Explain speculative decoding in two sentences." --json``'s ``trials``, by hand: 4.2 s
 where ``lowbit`` alone takes about 2); the others keep counting with their old means until their turn.
 
+**Prompt length.** What wins on short prompts need not win on long ones (a draft that must first take in a long
+prompt, a verification over a long context), so the memory keeps two sets of means: requests whose prompt has fewer
+than ``long_prompt`` tokens (512) and the rest. :meth:`SearchMemory.condition` picks the set before a request, and
+everything above reads and writes that set alone; the shipped prior, measured on short prompts, fills the short set
+only, so a first long prompt searches instead of trusting it. ``long_prompt=0`` keeps one set (the ablation).
+
 Who calls what: :func:`leap.search.factory.agent_factory` prunes each request's options with it;
-:class:`leap.search.runner.OnlineSearch` records what each request measured (:meth:`observe`).
+:class:`leap.search.runner.OnlineSearch` names each request's prompt length (:meth:`condition`) and records what it
+measured (:meth:`observe`).
 """
 
 from __future__ import annotations
@@ -66,14 +73,16 @@ class SearchMemory:
     """Discounted means per drafter option over requests (see the module docstring)."""
 
     def __init__(self, path: str | Path | None = None, *, keep: float = 0.85, min_requests: int = 2,
-                 horizon: int = 8, recheck: int = 16) -> None:
-        if not 0 < keep <= 1 or min_requests < 1 or horizon < 0 or recheck < 0:
-            raise ValueError("SearchMemory: keep in (0, 1], min_requests >= 1, horizon >= 0 and recheck >= 0 "
-                             "(0: off)")
+                 horizon: int = 8, recheck: int = 16, long_prompt: int = 512) -> None:
+        if not 0 < keep <= 1 or min_requests < 1 or horizon < 0 or recheck < 0 or long_prompt < 0:
+            raise ValueError("SearchMemory: keep in (0, 1], min_requests >= 1, horizon >= 0, recheck >= 0 and "
+                             "long_prompt >= 0 (0: off)")
         self.path = None if path is None else Path(path)
         self.keep, self.min_requests = float(keep), int(min_requests)
-        self.horizon, self.recheck = int(horizon), int(recheck)
-        self.stats: dict[str, dict[str, Any]] = {}
+        self.horizon, self.recheck, self.long_prompt = int(horizon), int(recheck), int(long_prompt)
+        #: the means per prompt-length set (module docstring): "short" (the file's "options") and "long"
+        self.sets: dict[str, dict[str, dict[str, Any]]] = {"short": {}, "long": {}}
+        self.length = "short"  # the set this request reads and writes (:meth:`condition`)
         self.requests = 0  # requests observed: the memory's clock (an entry's "last" is when it was measured)
         self.last_paid = True
         self.prior: Path | None = None  # the shipped prior this memory started from, if it did
@@ -86,15 +95,31 @@ class SearchMemory:
                 if data.get("schema") != SCHEMA:
                     _say(f"leap: the search memory at {self.path} was written by an older leap; starting afresh")
                 else:
-                    self.stats = {k: dict(v) for k, v in data.get("options", {}).items()}
+                    self.sets = {"short": {k: dict(v) for k, v in data.get("options", {}).items()},
+                                 "long": {k: dict(v) for k, v in data.get("long_prompts", {}).items()}}
                     self.requests = int(data.get("requests", 0))
                     self.last_paid = bool(data.get("last_paid", True))
             except (OSError, ValueError, AttributeError, TypeError):
-                self.stats = {}  # unreadable: start empty
+                self.sets = {"short": {}, "long": {}}  # unreadable: start empty
+
+    @property
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """The means of the prompt-length set this request reads and writes (label -> entry)."""
+        return self.sets[self.length]
+
+    @stats.setter
+    def stats(self, value: dict[str, dict[str, Any]]) -> None:
+        self.sets[self.length] = value
+
+    def condition(self, prompt_tokens: int) -> str:
+        """Pick the set of means for a request whose prompt has ``prompt_tokens`` tokens: "long" from ``long_prompt``
+        tokens on (with ``long_prompt`` set), else "short"; returns it."""
+        self.length = "long" if self.long_prompt and int(prompt_tokens) >= self.long_prompt else "short"
+        return self.length
 
     @property
     def empty(self) -> bool:
-        return not self.stats
+        return not any(self.sets.values())
 
     def describe(self) -> str:
         """What a record says about the memory it started from."""
@@ -102,15 +127,16 @@ class SearchMemory:
         if self.prior is not None:
             where = f"started from the shipped prior {self.prior.parent.name}/{self.prior.name}; {where}"
         gone = f"; forgot {', '.join(self.forgotten)}: their drafters changed" if self.forgotten else ""
-        return f"{len(self.stats)} options remembered ({where}{gone})"
+        long = f", {len(self.sets['long'])} for long prompts" if self.sets["long"] else ""
+        return f"{len(self.sets['short'])} options remembered{long} ({where}{gone})"
 
     def start_from_prior(self, path: str | Path) -> None:
         """Take a shipped prior's options (see the module docstring), each counted on ``min_requests`` requests at
         most; the memory's own file is written at its first :meth:`observe`."""
         data = json.loads(Path(path).read_text())
-        self.stats = {label: {"requests": min(int(entry["requests"]), self.min_requests), "mean": float(entry["mean"]),
-                              "last": 0, "fingerprint": entry.get("fingerprint")}
-                      for label, entry in data["options"].items()}
+        self.sets = {"short": {label: {"requests": min(int(entry["requests"]), self.min_requests),
+                                       "mean": float(entry["mean"]), "last": 0, "fingerprint": entry.get("fingerprint")}
+                               for label, entry in data["options"].items()}, "long": {}}
         self.requests = 0
         self.last_paid = True
         self.prior = Path(path)
@@ -147,8 +173,8 @@ class SearchMemory:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"schema": SCHEMA, "requests": self.requests, "options": self.stats,
-                                       "last_paid": self.last_paid}, indent=1))
+            tmp.write_text(json.dumps({"schema": SCHEMA, "requests": self.requests, "options": self.sets["short"],
+                                       "long_prompts": self.sets["long"], "last_paid": self.last_paid}, indent=1))
             os.replace(tmp, self.path)
         except OSError:
             pass  # a read-only cache only costs the prior
@@ -158,15 +184,16 @@ class SearchMemory:
         before the command (a warm-up and three timed rounds of one prompt would otherwise teach the memory that
         prompt before the rounds that are timed), then keeps one round's copy (:meth:`adopt`)."""
         twin = SearchMemory(None, keep=self.keep, min_requests=self.min_requests, horizon=self.horizon,
-                            recheck=self.recheck)
-        twin.stats = {k: dict(v) for k, v in self.stats.items()}
+                            recheck=self.recheck, long_prompt=self.long_prompt)
+        twin.sets = {name: {k: dict(v) for k, v in means.items()} for name, means in self.sets.items()}
+        twin.length = self.length
         twin.last_paid, twin.prior, twin.requests = self.last_paid, self.prior, self.requests
         twin.forgotten, twin._fingerprints, twin._recheck = list(self.forgotten), dict(self._fingerprints), self._recheck
         return twin
 
     def adopt(self, other: SearchMemory) -> None:
         """Take ``other``'s state (a :meth:`copy` that learnt one request) and save it to this memory's file."""
-        self.stats = {k: dict(v) for k, v in other.stats.items()}
+        self.sets = {name: {k: dict(v) for k, v in means.items()} for name, means in other.sets.items()}
         self.last_paid, self.requests = other.last_paid, other.requests
         self.save()
 
@@ -209,19 +236,47 @@ class SearchMemory:
         known = [(mean, -i, o) for i, o in enumerate(options) if (mean := self.expected(o.label)) is not None]
         return max(known, key=lambda t: t[:2])[2] if known else None
 
+    def settles(self, options: Sequence[Any], means: dict[str, float], *, min_speedup: float = 1.0,
+                favourite_first: bool = False) -> bool:
+        """Whether a request whose options (with a ``label``) measured ``means`` (label -> mean trial reward) can stop
+        searching: its leader reaches ``min_speedup`` and no other option can be expected to win - each is below
+        ``keep`` times the leader by its trials or, untried, by its remembered mean (one neither tried nor remembered
+        holds the search). With ``favourite_first`` (the favourite tried first) the bar is the leader itself, and the
+        favourite settles the request at once when its trials confirm what was expected of it (at least ``keep`` times
+        its remembered mean): every other remembered option is remembered below it. Who calls it:
+        :class:`~leap.search.runner.OnlineSearch` after every trial."""
+        if not means:
+            return False
+        leader = max(means, key=means.get)
+        best = means[leader]
+        if best < min_speedup:
+            return False
+        favourite = self.favourite([o for o in options if not o.uses_layers]) if favourite_first else None
+        confirmed = favourite is not None and favourite.label == leader and best >= self.keep * self.expected(leader)
+        for option in options:
+            if option.label == leader:
+                continue
+            evidence = means.get(option.label, self.expected(option.label))  # its trials here, else the memory's
+            if evidence is None:
+                return False
+            if not confirmed and evidence >= (1.0 if favourite_first else self.keep) * best:
+                return False
+        return True
+
     def forget_changed(self, fingerprints: dict[str, str]) -> None:
         """Forget each remembered option whose drafter's fingerprint is not today's (``fingerprints``: label ->
         :meth:`~leap.core.drafters.base.Drafter.fingerprint`), said once on stderr; what is learnt next is stamped
         with today's. An entry without a fingerprint (set by hand, or a prior not stamped) takes today's: files of
         leaps before fingerprints are dropped whole (``SCHEMA``)."""
         self._fingerprints.update(fingerprints)
-        changed = [label for label, fp in fingerprints.items()
-                   if label in self.stats and self.stats[label].get("fingerprint") not in (None, fp)]
-        for label, fp in fingerprints.items():  # an entry without one (set by hand, an unstamped prior): today's
-            if label in self.stats and self.stats[label].get("fingerprint") is None:
-                self.stats[label]["fingerprint"] = fp
-        for label in changed:
-            del self.stats[label]
+        changed = sorted({label for means in self.sets.values() for label, fp in fingerprints.items()
+                          if label in means and means[label].get("fingerprint") not in (None, fp)})
+        for means in self.sets.values():
+            for label, fp in fingerprints.items():  # an entry without one (set by hand, an unstamped prior): today's
+                if label in means and means[label].get("fingerprint") is None:
+                    means[label]["fingerprint"] = fp
+            for label in changed:
+                means.pop(label, None)
         if changed:
             self.forgotten.extend(changed)
             _say(f"leap: the search memory forgot {', '.join(changed)}: their drafters changed since it measured them")

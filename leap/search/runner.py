@@ -31,7 +31,9 @@ win, so the search stops (``stop = "memory"``) and the rest of the request runs 
 memory's prior thus screens trials within the request too, not only the space between requests: on the
 default model, where one option wins nearly everywhere, a request that confirms it in its first trial stops
 there instead of paying a trial of every option the pruning left in. ``favourite_first`` (off by default) runs the
-memory's favourite first and settles once nothing is remembered above the leader's trials.
+memory's favourite first and settles once nothing is remembered above the leader's trials, or once the favourite's
+trials confirm what the memory expected of it (at least ``keep`` times its remembered mean): one trial on a request
+the memory knows.
 
 Search overhead (``ask``/``tell``, the agent's probes) is reported separately. Greedy output stays plain decoding's.
 
@@ -192,6 +194,8 @@ class OnlineSearch:
         """Decode ``prompt`` (keyword arguments as in :meth:`SelfSpecDecoder.start`)."""
         s = self.settings
         session = self.decoder.start(prompt, trace_positions=self.trace_positions, **kwargs)
+        if self.memory is not None:  # short and long prompts keep their own means (leap.search.memory)
+            self.memory.condition(session.prompt_len)
         clock = session.stack.clock  # synchronises the device before reading the host clock
 
         # t_base: plain steps after one untimed warm-up step (the first step after a prefill runs
@@ -318,21 +322,9 @@ class OnlineSearch:
     def _settled(self, history: SearchHistory) -> bool:
         """Whether the memory says no untried option can beat the best tried one (module docstring)."""
         options = self.agent.space.options  # empty for a layer-only space: nothing to settle
-        means = _option_means(history)
-        if self.memory is None or not options or not means:
-            return False
-        leader = max(means, key=means.get)
-        best = means[leader]
-        if best < self.settings.min_speedup:
-            return False
-        for option in options:
-            if option.label == leader:
-                continue
-            # what speaks for the option: its trials here, else what earlier requests measured
-            evidence = means.get(option.label, self.memory.expected(option.label))
-            if evidence is None or evidence >= (1.0 if self.settings.favourite_first else self.memory.keep) * best:
-                return False
-        return True
+        return self.memory is not None and bool(options) and self.memory.settles(
+            options, _option_means(history), min_speedup=self.settings.min_speedup,
+            favourite_first=self.settings.favourite_first)
 
     def _favourite(self) -> DraftChoice | None:
         """``favourite_first``: the memory's favourite option without layers, for agents that accept foreign trials."""

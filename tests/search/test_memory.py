@@ -35,6 +35,55 @@ def test_at_batch_level_a_drafter_is_ranked_by_the_best_remembered_option_of_it(
     assert memory.prune([stand, lookup, cascade, lowbit]) == (cascade, stand, lookup, lowbit)  # by label: no lowbit
 
 
+def test_long_prompts_keep_their_own_means_and_a_short_prompts_winner_is_not_carried_to_them(tmp_path):
+    """What short prompts measured prunes nothing on a long one (red when one set serves both); what a long prompt
+    measures stays with long prompts; both sets are saved and read back; ``long_prompt=0`` keeps one set."""
+    memory = SearchMemory(tmp_path / "m.json", keep=0.85, min_requests=2)
+    assert memory.condition(100) == "short"
+    for _ in range(3):
+        memory.observe({A.label: 2.0, B.label: 1.0}, A.label, 2.0)
+    assert memory.prune([A, B]) == (A,)
+    assert memory.condition(700) == "long"
+    assert set(memory.prune([A, B])) == {A, B} and memory.expected(A.label) is None  # searched afresh
+    for _ in range(2):
+        memory.observe({A.label: 0.8, B.label: 1.5}, B.label, 1.5)
+    assert memory.prune([A, B]) == (B,)
+    again = SearchMemory(tmp_path / "m.json", keep=0.85, min_requests=2)
+    again.condition(900)
+    assert again.prune([A, B]) == (B,) and again.condition(10) == "short" and again.prune([A, B]) == (A,)
+    assert "for long prompts" in again.describe() and not again.empty
+    one = SearchMemory(None, min_requests=2, long_prompt=0)
+    for _ in range(2):
+        one.observe({A.label: 2.0, B.label: 1.0}, A.label, 2.0)
+    assert one.condition(5000) == "short" and one.prune([A, B]) == (A,)
+
+
+def test_the_runner_names_each_requests_prompt_length_to_the_memory(tiny_llama, monkeypatch):
+    """The search reads the set of its prompt's length: a request of ``long_prompt`` tokens or more learns into the
+    long set (red when the runner never calls :meth:`SearchMemory.condition`)."""
+    memory = SearchMemory(None, min_requests=1, long_prompt=12)
+    factory = agent_factory("mcts", tiny_llama.num_layers, seed=0, drafters=["prompt-lookup", "suffix"], memory=memory)
+    runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory,
+                          SearchSettings(budget=4, steps_per_trial=2, loss_budget=0.0), memory=memory)
+    runner.generate([5, 9, 14, 20, 7, 11, 5, 9, 14, 20, 7, 11, 5, 9], max_new_tokens=12)  # 14 tokens: long
+    assert memory.sets["long"] and not memory.sets["short"]
+    runner.generate([5, 9, 14, 20, 7, 11], max_new_tokens=12)
+    assert memory.sets["short"]
+
+
+def test_the_shipped_prior_speaks_for_short_prompts_only(tmp_path):
+    import json
+
+    prior = tmp_path / "prior.json"
+    prior.write_text(json.dumps({"options": {"stand": {"requests": 20, "mean": 0.4}, "suffix": {"requests": 20, "mean": 1.6}}}))
+    memory = SearchMemory(None)
+    memory.start_from_prior(prior)
+    options = [parse_option("stand"), parse_option("suffix")]
+    assert memory.prune(options) == (options[1],)
+    memory.condition(2000)
+    assert set(memory.prune(options)) == set(options)
+
+
 def test_one_request_is_not_enough_to_prune():
     memory = SearchMemory(None, min_requests=2)
     memory.observe({A.label: 2.0, B.label: 0.5}, A.label, 2.0)
@@ -328,6 +377,31 @@ def test_favourite_first_tries_the_memorys_favourite_first_and_settles_when_noth
         assert default.stop != "memory" or default.iterations > 1
     draws = {run(False, seed, 0.9 * r, favourite=r).trials[0]["config"] for seed in range(6)}
     assert draws != {"suffix"}  # off: the agent's own first draws
+
+
+def test_favourite_first_settles_when_the_favourites_trial_confirms_what_the_memory_expected(tiny_llama):
+    """The favourite's first trial measures ``r``; the other options are remembered at 0.95 of the favourite's
+    remembered mean ``m``. When ``r >= keep * m`` the trial confirms the memory and the search settles after it, though
+    the others are remembered above ``r`` (red when only the leader-above-everything rule settles); when the trial
+    disappoints (``r < keep * m``) the search goes on."""
+    prompt = [5, 9, 14, 20, 7, 11, 5, 9, 14, 20, 7, 11, 5, 9, 14]
+    options = ["prompt-lookup", "suffix", "stand", "token-recycling"]
+
+    def run(others: float, favourite: float):
+        memory = SearchMemory(None, min_requests=1)
+        memory.stats = {o: {"requests": 3, "mean": others} for o in options}
+        memory.stats["suffix"]["mean"] = favourite
+        factory = agent_factory("mcts", tiny_llama.num_layers, seed=0, drafters=options, memory=memory)
+        runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory,
+                              SearchSettings(budget=6, steps_per_trial=2, loss_budget=0.0, min_speedup=0.0,
+                                             reward="cost", favourite_first=True), memory=memory)
+        return runner.generate(prompt, max_new_tokens=40)
+
+    r = run(1e-3, 1e3).trials[0]["reward"]  # what a trial of suffix measures here
+    confirmed = run(0.95 * r / 0.9, r / 0.9)  # r = 0.9 m: confirmed; the others at 0.95 m > r
+    assert confirmed.trials[0]["config"] == "suffix" and (confirmed.stop, confirmed.iterations) == ("memory", 1)
+    disappointed = run(0.95 * r / 0.8, r / 0.8)  # r = 0.8 m < 0.85 m
+    assert disappointed.trials[0]["config"] == "suffix" and disappointed.iterations > 1
 
 
 def test_a_memory_is_kept_per_dtype_and_device(tmp_path, monkeypatch, tiny_llama):
