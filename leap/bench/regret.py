@@ -7,7 +7,7 @@ each ``leap bench`` folder (a condition: its temperature, batch size, prompts, d
 
 * the **best fixed choice**: among the methods that do not search (plain decoding included; a method searches when
   it is one of :data:`SEARCHES` or its records carry ``search_iterations``), the one with the highest mean
-  per-prompt speedup over plain decoding;
+  per-prompt speedup over plain decoding (a method run under a label, ``LABEL=NAME``, is NAME's kind);
 * each **search**'s speedup over it, paired by prompt (``leap report DIR --baseline BEST``: the pooled ratio and its
   95% t interval), and a verdict: ``level`` when the point estimate is at least ``1 - tolerance`` (0.95) and the
   interval reaches 1.0, ``behind`` otherwise.
@@ -71,7 +71,12 @@ def regret_rows(folders: Sequence[str | Path], tolerance: float = 0.05,
     for folder in folders:
         records = read_records(folder)
         answers = [r for r in records if r.get("kind") == "answer" and r.get("status") == "ok"]
-        found = sorted({r["method"] for r in answers if "search_iterations" in r or r["method"] in searches})
+        meta = next((r for r in records if r.get("kind") == "meta"), {})
+        # a method run under a label of its own (LABEL=NAME: leap-drafters-prior=leap-drafters) is its NAME's kind
+        base = {label.strip(): (name or label).strip() for label, _, name
+                in (str(m).partition("=") for m in meta.get("settings", {}).get("methods", []))}
+        found = sorted({r["method"] for r in answers if "search_iterations" in r
+                        or base.get(r["method"], r["method"]) in searches})
         if not found:
             raise LeapError(f"{folder} holds no search method (records with search_iterations); --regret compares a "
                             "search with the fixed choices run beside it")

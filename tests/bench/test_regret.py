@@ -10,10 +10,13 @@ from leap.bench.regret import always_close, regret_markdown, regret_rows
 from leap.core.errors import LeapError
 
 
-def _run(folder, seconds: dict[str, list[float]], batch_size: int = 1, search_key: bool = True):
-    """A records folder: every method's per-prompt wall time for 64 tokens (plain decoding is ``ar``)."""
+def _run(folder, seconds: dict[str, list[float]], batch_size: int = 1, search_key: bool = True,
+         methods: list[str] | None = None):
+    """A records folder: every method's per-prompt wall time for 64 tokens (plain decoding is ``ar``); ``methods``:
+    the meta record's ``--methods`` entries (LABEL=NAME), by default the methods' own names."""
     folder.mkdir(parents=True)
-    lines = [{"kind": "meta", "model": "m", "settings": {"batch_size": batch_size, "max_new_tokens": 64},
+    lines = [{"kind": "meta", "model": "m", "settings": {"batch_size": batch_size, "max_new_tokens": 64,
+                                                         "methods": methods or list(seconds)},
               "machine": {"device": "cpu", "dtype": "float32"}, "provenance": {"commit": "c"}}]
     for method, times in seconds.items():
         for i, t in enumerate(times):
@@ -83,3 +86,13 @@ def test_leap_report_regret_prints_the_table_and_one_folder_is_the_plain_report(
     assert out.count("| `leap-drafters` |") == 2 and "| level |" in out and "| behind |" in out
     with pytest.raises(SystemExit, match="one folder"):
         main(["report", str(one), str(two)])
+
+
+def test_a_search_run_under_a_label_of_its_own_is_a_search(tmp_path):
+    """``leap-drafters-prior=leap-drafters`` in a batch run (whose records carry no search_iterations) is the search
+    from the prior, never a fixed choice that the search is measured against."""
+    run = _run(tmp_path / "a", {"ar": [2.0, 2.0, 2.0], "lowbit": [1.2, 1.3, 1.1], "leap-drafters": [1.3, 1.4, 1.2],
+                                "leap-drafters-prior": [1.0, 1.0, 1.0]}, batch_size=4, search_key=False,
+               methods=["ar", "lowbit", "leap-drafters", "leap-drafters-prior=leap-drafters"])
+    rows = regret_rows([run])
+    assert [(r.best, r.search) for r in rows] == [("lowbit", "leap-drafters"), ("lowbit", "leap-drafters-prior")]
