@@ -10,16 +10,10 @@ run, interleaving the methods per prompt.
 
 Names resolve in this order (:func:`make_method`):
 
-1. ``bench_methods`` (entry-point group ``leap.bench_methods``): ``ar`` (plain decoding), ``leap``
-   and its ablations ``leap-no-zones``, ``leap-no-groups``, ``leap-no-search`` (LEAP Table 2),
-   ``leap-drafters`` (LEAP's MCTS searching the drafter dimension jointly with the layers), and
-   the peers ``hf-pld`` (transformers' prompt lookup decoding, ``prompt_lookup_num_tokens``) and
-   ``hf-early-exit`` (transformers' ``assistant_early_exit`` self-speculation), ``hf-static`` (plain ``generate``
-   with a static cache: on a GPU compiled and replayed as CUDA graphs, the fastest plain baseline), with ``hf-ar``
-   (transformers' plain ``generate``) as the peers' own baseline, timed like every other method:
-   wall clock around one ``generate`` call on the same weights (``hf-ar:linears=stock``: on plain
-   ``nn.Linear`` layers, the model as transformers builds it). The speedup column is over leap's
-   ``ar``; a peer's speedup over its own plain decoding is its ratio to ``hf-ar``;
+1. ``bench_methods`` (entry-point group ``leap.bench_methods``): ``ar`` (plain decoding), ``leap`` and its
+   ablations (LEAP Table 2), ``leap-drafters`` (the search over drafters and layers), and transformers as peers:
+   ``hf-pld``, ``hf-early-exit``, ``hf-static`` (a static cache: on a GPU the fastest plain baseline) and ``hf-ar``
+   (plain ``generate``, the peers' own baseline), each one ``generate`` call on the same weights, timed alike;
 2. any search agent (``leap agents``): online search on LEAP's space (SWIFT and CLaSP on theirs);
 3. any drafter (``leap drafters``): the decoder drafting with it; ``config=`` (a configuration in
    compact or sparse form, e.g. ``hybrid:config=skip=5-7``) gives ``layer-skip`` and ``hybrid``
@@ -129,10 +123,8 @@ bench_methods: Registry[BenchFactory] = Registry("benchmark method", "leap.bench
 
 
 class DecoderMethod(BenchMethod):
-    """A :class:`SelfSpecDecoder` run as is: plain decoding, a fixed configuration, or a drafter.
-
-    ``batch`` (a :class:`leap.core.decoding.batch.BatchDecoder`): how the method decodes a batch, where it can
-    (plain decoding, drafters without layers)."""
+    """A :class:`SelfSpecDecoder` run as is: plain decoding, a fixed configuration, or a drafter; ``batch`` (a
+    :class:`leap.core.decoding.batch.BatchDecoder`) decodes batches where it can (plain, drafters without layers)."""
 
     def __init__(self, name: str, decoder: SelfSpecDecoder, batch: Any = None) -> None:
         self.name, self.decoder, self.batch = name, decoder, batch
@@ -169,7 +161,7 @@ class SearchMethod(BenchMethod):
                  metric_args: dict[str, dict[str, Any]] | None = None, low_bit: bool = False, low_bits: int = 8,
                  seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
                  memory_horizon: int = 8, memory_recheck: int = 16, budget_s: float = 0.0,
-                 give_up: int | None = None, favourite_first: bool = False,
+                 give_up: int | None = None, favourite_first: bool = True,
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool = True,
                  **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
@@ -183,14 +175,12 @@ class SearchMethod(BenchMethod):
         self._batch_caps = tuple(int(c) for c in (batch_caps.split(";") if isinstance(batch_caps, str) else batch_caps))
         self._loss_budget = options.loss_budget if loss_budget is None else float(loss_budget)  # per batch too
         self._batch_screen = bool(batch_screen)
-        if memory not in ("fresh", "prior", "persist", "off") and not str(memory).endswith(".json"):
-            raise SettingsError(f"{name}: memory must be fresh (empty at the start of the run, kept across its "
-                                f"prompts), prior (the same, started from the prior leap ships for the model: "
-                                f"leap/data/search_memory), persist ($LEAP_CACHE/search_memory), off, or a FILE.json "
-                                f"(read at the start if it exists, written as the run learns), got {memory!r}")
-        # a benchmark starts from an empty memory unless told: one learnt on evaluation prompts in an earlier run
-        # would be tuning on the test; a FILE.json is one built elsewhere (experiments/2026-11-25-search-warm/search_warm.sh: on leap's own
-        # seed prompts), and the records' search_memory_at_start names it
+        if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
+            raise SettingsError(f"{name}: memory must be fresh (empty at the start, kept across the run), prior (the "
+                                f"same from the prior leap ships: leap/data/search_memory), first (every request a new "
+                                f"machine's first: a new search from that prior), persist ($LEAP_CACHE/search_memory), "
+                                f"off, or a FILE.json (read if it exists, written as the run learns), got {memory!r}")
+        # empty unless told (a memory learnt on evaluation prompts would tune on the test); the records name it
         ageing = dict(horizon=int(memory_horizon), recheck=int(memory_recheck))  # 0, 0: the ablation (no ageing)
         if memory == "off" or not drafters:
             self.memory = None
@@ -199,21 +189,25 @@ class SearchMethod(BenchMethod):
         else:
             self.memory = memory_for(model, persist=memory == "persist", prior=memory != "fresh", **ageing)
         self.memory_at_start = "off" if self.memory is None else self.memory.describe()
-        factory = agent_factory(agent, model.num_layers, zones=zones, groups=groups, search=search,
-                                seed=options.seed if seed is None else int(seed), agent_kwargs=agent_kwargs,
-                                drafters=drafters,
-                                zone_metric=zone_metric, group_metric=group_metric, metric_args=metric_args,
-                                low_bit=low_bit, memory=self.memory, drafter_settings=bool(drafter_settings))
-        settings = SearchSettings(budget=options.budget if budget is None else int(budget), reward=options.reward, min_speedup=options.min_speedup,
-                                  give_up=options.give_up if give_up is None else int(give_up),
-                                  budget_s=float(budget_s), favourite_first=bool(favourite_first),
-                                  loss_budget=options.loss_budget if loss_budget is None else float(loss_budget),
-                                  steps_per_trial=steps_per_trial or options.steps_per_trial,
-                                  carry_over=int(carry_over),
-                                  carry_renew=bool(carry_renew))  # --method-arg values arrive as JSON: 0, true
-        self.runner = OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify,
-                                                   low_bits=int(low_bits)),
-                                   factory, settings, memory=self.memory)
+
+        def searcher() -> OnlineSearch:  # one for the run; with memory=first, a new one for every request
+            factory = agent_factory(agent, model.num_layers, zones=zones, groups=groups, search=search,
+                                    seed=options.seed if seed is None else int(seed), agent_kwargs=agent_kwargs,
+                                    drafters=drafters, zone_metric=zone_metric, group_metric=group_metric,
+                                    metric_args=metric_args, low_bit=low_bit, memory=self.memory,
+                                    drafter_settings=bool(drafter_settings))
+            settings = SearchSettings(budget=options.budget if budget is None else int(budget), reward=options.reward,
+                                      min_speedup=options.min_speedup, budget_s=float(budget_s),
+                                      give_up=options.give_up if give_up is None else int(give_up),
+                                      favourite_first=bool(favourite_first), carry_over=int(carry_over),
+                                      loss_budget=options.loss_budget if loss_budget is None else float(loss_budget),
+                                      steps_per_trial=steps_per_trial or options.steps_per_trial,
+                                      carry_renew=bool(carry_renew))  # --method-arg values arrive as JSON: 0, true
+            return OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify,
+                                                low_bits=int(low_bits)), factory, settings, memory=self.memory)
+
+        self._first, self._searcher, self._ageing = memory == "first", searcher, ageing
+        self.runner = searcher()
 
     def run_batch(self, batch, *, max_new_tokens, temperature, seed):
         """The drafter search at batch level (issue 37): the batchable options (one per drafter,
@@ -245,6 +239,11 @@ class SearchMethod(BenchMethod):
         return result
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
+        if self._first:  # a new machine's first request: the memory back to the shipped prior, a new search
+            from leap.search.memory import memory_for
+
+            self.memory = memory_for(self._model, persist=False, prior=True, **self._ageing)
+            self.runner = self._searcher()
         res = self.runner.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         return MethodResult.from_outcome(
             res.generation, {"search_overhead_s": res.search_overhead_s}, search_iterations=res.iterations,
@@ -316,8 +315,8 @@ def _leap_drafters(model: LeapModel, options: BenchOptions, drafters: Sequence[s
                    agent: str = "leap", **agent_kwargs: Any) -> BenchMethod:
     """LEAP searching over drafters: MCTS on the joint (drafter option, layer configuration) space,
     4 real steps per trial, a choice that paid reused for up to 4 following prompts, and 4 more each time it holds up
-    (carry_renew=0: searched again every fifth prompt); favourite_first=true tries the memory's favourite first;
-    agent=NAME runs another registered agent on the same space"""
+    (carry_renew=0: searched again every fifth prompt); favourite_first=false: the agent draws the first trial, not
+    the memory's favourite; agent=NAME runs another registered agent on the same space"""
     from leap.search.drafter_space import DEFAULT_DRAFTERS
 
     agent_kwargs.setdefault("steps_per_trial", 4)

@@ -10,7 +10,8 @@ each ``leap bench`` folder (a condition: its temperature, batch size, prompts, d
   per-prompt speedup over plain decoding (a method run under a label, ``LABEL=NAME``, is NAME's kind);
 * each **search**'s speedup over it, paired by prompt (``leap report DIR --baseline BEST``: the pooled ratio and its
   95% t interval), and a verdict: ``level`` when the point estimate is at least ``1 - tolerance`` (0.95) and the
-  interval reaches 1.0, ``behind`` otherwise.
+  interval reaches 1.0, ``behind`` otherwise (a run of one prompt has no interval: its point estimate decides, and
+  the verdict says so).
 
 It also says whether one fixed choice is within ``tolerance`` of each cell's best in every cell (then a user could
 simply fix it). ``leap report DIR... --regret`` prints the table; docs/results.md keeps it, its figures marked as
@@ -89,11 +90,14 @@ def regret_rows(folders: Sequence[str | Path], tolerance: float = 0.05,
                     and r.temperature == t}
             for search in found:
                 row = over[search]
-                level = row.speedup >= 1 - tolerance and row.speedup_ci_high >= 1.0
+                # one prompt has no interval over prompts: the point estimate alone decides, and the verdict says so
+                alone = row.speedup_ci_high != row.speedup_ci_high  # NaN
+                level = row.speedup >= 1 - tolerance and (alone or row.speedup_ci_high >= 1.0)
                 low, high = overall[best].mean_ratio_ci_low, overall[best].mean_ratio_ci_high
                 out.append(RegretRow(str(folder), _condition(records), t, best, fixed[best], low, high, search,
                                      row.speedup, row.speedup_ci_low, row.speedup_ci_high,
-                                     "level" if level else "behind", dict(fixed)))
+                                     ("level" if level else "behind") + (" (one prompt, no interval)" if alone else ""),
+                                     dict(fixed)))
     return out
 
 

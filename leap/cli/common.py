@@ -138,9 +138,10 @@ def add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-prior", action="store_true",
                    help="ablation: a search memory that is still empty starts empty, not from the prior leap ships "
                         "for the model (leap/data/search_memory)")
-    p.add_argument("--favourite-first", action="store_true",
+    p.add_argument("--favourite-first", action=argparse.BooleanOptionalAction, default=True,
                    help="the search's first trial is the memory's favourite option (not its agent's own draw), and it "
-                        "settles once no option is remembered above the leader (docs/search.md: not the default)")
+                        "settles when that trial confirms what the memory expected of it (docs/search.md; the "
+                        "default; --no-favourite-first: the agent draws the first trial)")
 
 
 def config_from_args(args: argparse.Namespace, num_layers: int):

@@ -30,7 +30,7 @@ earlier requests (an option neither tried nor remembered blocks this) - no other
 win, so the search stops (``stop = "memory"``) and the rest of the request runs the best. The
 memory's prior thus screens trials within the request too, not only the space between requests: on the
 default model, where one option wins nearly everywhere, a request that confirms it in its first trial stops
-there instead of paying a trial of every option the pruning left in. ``favourite_first`` (off by default) runs the
+there instead of paying a trial of every option the pruning left in. ``favourite_first`` (on by default) runs the
 memory's favourite first and settles once nothing is remembered above the leader's trials, or once the favourite's
 trials confirm what the memory expected of it (at least ``keep`` times its remembered mean): one trial on a request
 the memory knows.
@@ -90,7 +90,7 @@ class SearchSettings:
     (module docstring; 0 = no limit); ``budget_s``: the most seconds a request's search may take, set-up included (0 =
     no limit; ``stop`` = "time"): an equal wall-clock budget for agents whose asks cost differently (issue 34);
     ``favourite_first``: the memory's favourite option is a request's first trial; settle once none is remembered above
-    the leader (module docstring)."""
+    the leader, or once the favourite confirms what the memory expected of it (module docstring; the default)."""
 
     budget: int = 40
     base_steps: int = 2
@@ -102,7 +102,7 @@ class SearchSettings:
     carry_renew: bool = False
     loss_budget: float = 0.03
     budget_s: float = 0.0
-    favourite_first: bool = False
+    favourite_first: bool = True
 
     def __post_init__(self) -> None:
         if self.budget < 0 or self.base_steps < 0 or self.give_up < 0 or self.steps_per_trial < 1 \

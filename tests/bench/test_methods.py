@@ -71,6 +71,29 @@ def test_a_search_memory_built_elsewhere_is_read_named_and_kept_apart(tiny_llama
         make_method("leap-drafters", tiny_llama, memory="warm.txt", **kwargs)
 
 
+def test_memory_first_makes_every_request_a_new_machines_first(tiny_llama, tmp_path, monkeypatch):
+    """memory=first: each request starts from the shipped prior with a new search (red when the memory or the runner
+    of the first request is kept: the second would start from what the first learnt, or carry its choice)."""
+    import json
+
+    from leap.search import memory as memory_module
+
+    monkeypatch.setattr(memory_module, "PRIOR_DIR", tmp_path)
+    (tmp_path / f"{tiny_llama.name}.json").write_text(json.dumps(
+        {"device_type": "cpu", "dtype": "float32", "options": {"suffix": {"requests": 5, "mean": 1.2}}}))
+    method = make_method("leap-drafters", tiny_llama, memory="first", drafters="suffix;prompt-lookup",
+                         steps_per_trial=2)
+    seen = []
+    for _ in range(2):
+        method.run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0)
+        seen.append((method.runner, method.memory, method.memory.requests))
+    (first, first_memory, _), (second, second_memory, requests) = seen
+    assert second is not first and second_memory is not first_memory and requests == 1  # its own request alone
+    assert second_memory.prior is not None
+    with pytest.raises(SettingsError, match="first"):
+        make_method("leap-drafters", tiny_llama, memory="firstly", drafters="suffix")
+
+
 @pytest.mark.parametrize("agent", ["ucb", "random", "optuna-tpe"])
 def test_the_drafter_search_runs_any_registered_agent_and_stays_lossless(tiny_llama, agent):
     """leap-drafters' agent=NAME (issue 34's agent sweep on the drafter space): the named agent searches the joint

@@ -96,3 +96,11 @@ def test_a_search_run_under_a_label_of_its_own_is_a_search(tmp_path):
                methods=["ar", "lowbit", "leap-drafters", "leap-drafters-prior=leap-drafters"])
     rows = regret_rows([run])
     assert [(r.best, r.search) for r in rows] == [("lowbit", "leap-drafters"), ("lowbit", "leap-drafters-prior")]
+
+
+def test_a_run_of_one_prompt_is_judged_by_its_point_estimate_and_says_so(tmp_path):
+    run = _run(tmp_path / "a", {"ar": [2.0], "lowbit": [1.0], "leap-drafters": [1.02]})
+    (row,) = regret_rows([run])
+    assert row.verdict == "level (one prompt, no interval)"
+    run = _run(tmp_path / "b", {"ar": [2.0], "lowbit": [1.0], "leap-drafters": [1.2]})
+    assert regret_rows([run])[0].verdict == "behind (one prompt, no interval)"
