@@ -185,7 +185,7 @@ class SearchMemory:
         prompt before the rounds that are timed), then keeps one round's copy (:meth:`adopt`)."""
         twin = SearchMemory(None, keep=self.keep, min_requests=self.min_requests, horizon=self.horizon,
                             recheck=self.recheck, long_prompt=self.long_prompt)
-        twin.sets = {name: {k: dict(v) for k, v in means.items()} for name, means in self.sets.items()}
+        twin.sets = _copied(self.sets)
         twin.length = self.length
         twin.last_paid, twin.prior, twin.requests = self.last_paid, self.prior, self.requests
         twin.forgotten, twin._fingerprints, twin._recheck = list(self.forgotten), dict(self._fingerprints), self._recheck
@@ -193,7 +193,7 @@ class SearchMemory:
 
     def adopt(self, other: SearchMemory) -> None:
         """Take ``other``'s state (a :meth:`copy` that learnt one request) and save it to this memory's file."""
-        self.sets = {name: {k: dict(v) for k, v in means.items()} for name, means in other.sets.items()}
+        self.sets = _copied(other.sets)
         self.last_paid, self.requests = other.last_paid, other.requests
         self.save()
 
@@ -318,6 +318,11 @@ class SearchMemory:
 
 
 _SAID: set[str] = set()
+
+
+def _copied(sets: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """A deep copy of a memory's sets of means (set -> label -> entry)."""
+    return {name: {label: dict(entry) for label, entry in means.items()} for name, means in sets.items()}
 
 
 def _say(text: str) -> None:
