@@ -5,7 +5,8 @@ whole call timed; throughput over plain batched decoding on the same batches. Me
 search with the budget over the options the shipped prior ranks (``memory=prior``: leap/data/search_memory, made on
 other seed prompts, 1500+), and lowbit-auto (one drafter, the bandit over caps 0/2/4/8: the fixed choice the search has to match);
 ``-ladder`` variants of the budgeted methods open a drafter's longer caps by the ladder alone (``screen=False``: the ablation
-of the cost-model screen, since b7d040d). ``--methods`` picks some (plain always runs).
+of the cost-model screen, since b7d040d); ``-plain-bar`` variants screen them against plain decoding, not the best arm
+(``screen="plain"``: the bar's ablation). ``--methods`` picks some (plain always runs).
 Usage: python experiments/2026-11-26-batch-search-seed/batch_search_seed.py [B] [--batches N] [--caps 0,4,16] [--methods a,b] [--out FILE.json]"""
 
 from __future__ import annotations
@@ -45,7 +46,12 @@ def main() -> None:
                                                          screen=False),
                "search-prior-ladder": BatchDecoder(model, ranked, num_tokens="auto", caps=caps, loss_budget=0.03,
                                                    screen=False),
-               "lowbit-auto-ladder": BatchDecoder(model, "lowbit", num_tokens="auto", screen=False)}
+               "lowbit-auto-ladder": BatchDecoder(model, "lowbit", num_tokens="auto", screen=False),
+               "search-loss-budget-plain-bar": BatchDecoder(model, specs, num_tokens="auto", caps=caps,
+                                                            loss_budget=0.03, screen="plain"),
+               "search-prior-plain-bar": BatchDecoder(model, ranked, num_tokens="auto", caps=caps, loss_budget=0.03,
+                                                      screen="plain"),
+               "lowbit-auto-plain-bar": BatchDecoder(model, "lowbit", num_tokens="auto", screen="plain")}
     if args.methods:
         chosen = {"plain", *args.methods.split(",")}
         unknown = chosen - set(methods)
@@ -65,7 +71,8 @@ def main() -> None:
             totals[name][1] += out.new_tokens
             drafted = sum(1 for c in out.caps if c) if name != "plain" else 0
             record["batches"].append({"batch": i, "method": name, "seconds": seconds, "tokens": out.new_tokens,
-                                      "steps": out.steps, "drafted_steps": drafted})
+                                      "steps": out.steps, "drafted_steps": drafted,
+                                      "arms": [[d, c] for d, c in zip(out.drafters, out.caps)]})
             print(f"batch {i} {name}: {seconds:.2f} s, {out.steps} steps ({drafted} drafted)")
     base = totals["plain"][1] / totals["plain"][0]
     record["throughput_over_plain"] = {n: (t / s) / base for n, (s, t) in totals.items()}

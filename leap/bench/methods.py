@@ -24,9 +24,9 @@ Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VA
 Batches (``leap bench --batch-size B``): :meth:`BenchMethod.run_batch` decodes B prompts together; ``ar``, the
 drafters without layers and ``layer-skip`` with its ``config`` can (:class:`leap.core.decoding.batch.BatchDecoder`),
 ``batch_cap=N|auto`` the draft tokens per row and step (auto: a bandit over caps, 0 included, rewarded by measured
-goodput; ``batch_screen=false``: its longer caps opened by the ladder alone, not the cost model); ``leap-drafters``
-searches drafters at batch level (a goodput bandit over (drafter, cap) arms, :meth:`SearchMethod.run_batch`); every
-other method refuses, and the harness records that as a failure.
+goodput; ``batch_screen=false``: its longer caps opened by the ladder alone, not the cost model; ``plain``: by the cost
+model against plain decoding, not the best arm); ``leap-drafters`` searches drafters at batch level (a goodput bandit
+over (drafter, cap) arms, :meth:`SearchMethod.run_batch`); every other method refuses, and the harness records that.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class SearchMethod(BenchMethod):
                  seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
                  memory_horizon: int = 8, memory_recheck: int = 16, budget_s: float = 0.0,
                  give_up: int | None = None, favourite_first: bool = True,
-                 batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool = True,
+                 batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory, memory_for
@@ -174,7 +174,7 @@ class SearchMethod(BenchMethod):
         self._model, self._options, self._batch, self._batch_labels = model, drafters, None, []  # run_batch's
         self._batch_caps = tuple(int(c) for c in (batch_caps.split(";") if isinstance(batch_caps, str) else batch_caps))
         self._loss_budget = options.loss_budget if loss_budget is None else float(loss_budget)  # per batch too
-        self._batch_screen = bool(batch_screen)
+        self._batch_screen = batch_screen  # BatchDecoder's screen: true/best, plain or false
         if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start, kept across the run), prior (the "
                                 f"same from the prior leap ships: leap/data/search_memory), first (every request a new "
@@ -387,7 +387,7 @@ def make_method(name: str, model: LeapModel, options: BenchOptions = BenchOption
         if layer_config is None and name == "layer-skip":
             raise SettingsError("layer-skip needs a configuration: --method-arg layer-skip:config=skip=5-7")
         cap = _batch_cap(kwargs.pop("batch_cap", 16))
-        screen = bool(kwargs.pop("batch_screen", True))  # batch_cap=auto: caps screened by the cost model
+        screen = kwargs.pop("batch_screen", True)  # batch_cap=auto: caps screened by the cost model (BatchDecoder's)
         decoder = SelfSpecDecoder(model, layer_config, policy, drafter=name, drafter_kwargs=kwargs,
                                   tree_verify=tree_verify)
         batch = None

@@ -101,14 +101,16 @@ class BatchDecoder:
         screen: with ``num_tokens="auto"``, the bandit opens a drafter's untried caps by the cost model (the
             acceptance and drafting seconds its pulled caps measured, verification's cost per batch size from
             calibration: :func:`~leap.core.decoding.calibrate.batch_calibration_for`, measured on first use and
-            cached) instead of by the ladder's rule; False: the ladder alone (the ablation).
+            cached) instead of by the ladder's rule, opening a cap only where it is predicted to beat the best arm
+            measured so far (True or ``"best"``; ``"plain"``: where it beats plain decoding, the bar's ablation:
+            :class:`~leap.core.policies.batch_caps.GoodputBandit`'s ``bar``); False: the ladder alone (the ablation).
     """
 
     def __init__(self, model: LeapModel, drafter: str | type[Drafter] | None = None, *,
                  drafter_kwargs: dict | None = None, layer_config: LayerConfig | None = None,
                  num_tokens: int | str = 16,
                  caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
-                 compact_share: float = 0.5, loss_budget: float | None = None, screen: bool = True) -> None:
+                 compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True) -> None:
         from leap.core.drafters import drafters
 
         self.model, self.stack = model, LayerStack(model)
@@ -144,7 +146,11 @@ class BatchDecoder:
         self.caps = tuple(int(c) for c in caps)
         if loss_budget is not None and (num_tokens != "auto" or 0 not in self.caps):
             raise SettingsError("loss_budget needs num_tokens='auto' with 0 (a plain step) among the caps")
+        if screen not in (True, False, "best", "plain"):
+            raise SettingsError(f"screen is true or best (caps opened where the cost model beats the best arm), plain "
+                                f"(where it beats plain decoding) or false (the ladder alone), got {screen!r}")
         self.loss_budget, self.screen = loss_budget, bool(screen) and num_tokens == "auto"
+        self.bar = "plain" if screen == "plain" else "best"  # the screen's bar (GoodputBandit's)
         self._fruitless, self._skips_left = 0, 0  # batches in a row that tripped the loss budget; batches to skip
         self._costs = None  # the calibration the screen reads (:meth:`_batch_costs`)
 
@@ -196,7 +202,7 @@ class BatchDecoder:
             policy = self._policies[min(self._policies, key=lambda n: (abs(n - rows), n))].seeded(self._verify_cost(rows))
         else:
             policy = GoodputBandit(drafter_arms(len(self.specs), self.caps) if len(self.specs) > 1 else self.caps,
-                                   verify_cost=self._verify_cost(rows))
+                                   verify_cost=self._verify_cost(rows), bar=self.bar)
         self._policies[rows] = policy
         return policy
 

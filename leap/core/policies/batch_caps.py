@@ -25,9 +25,16 @@ untried caps ``k`` is predicted - ``1 + a(k)`` tokens a row, ``a(k) = alpha + ..
 acceptance ``alpha`` that explains the accepted drafts its pulled caps measured (a geometric chain), over a plain step's
 measured seconds times ``verify_cost(1 + k)`` (the calibrated cost of verifying ``1 + k`` tokens a row against one,
 at this batch's rows: :meth:`~leap.core.runtime.costs.Calibration.verify_rows`) plus ``k`` times its measured
-drafting seconds per chain position - and opened only where that beats plain decoding's measured goodput. It
-replaces the ladder's rule (the prediction may open a cap two rungs up, and closes a rung whose shorter cap paid
-only by noise in one step's goodput: acceptance is counted over every row, a goodput over one step's clock).
+drafting seconds per chain position - and opened only where that beats every arm pulled so far, as the same model
+predicts them (plain decoding's measured goodput among them) (``bar="best"``, the default; ``bar="plain"``: plain
+decoding's alone, the ablation). It replaces the ladder's rule (the
+prediction may open a cap two rungs up, and closes a rung whose shorter cap paid only by noise in one step's goodput:
+acceptance is counted over every row, a goodput over one step's clock). Against the best arm, not plain decoding,
+because every untried arm is pulled as soon as it opens and each later pull of a loser is a step not spent on the
+best: measured against plain, a drafter that copies now and then (prompt lookup, at about plain's goodput) opened
+all four of its longer caps mid-run while ``lowbit`` paid 1.7 times plain (``docs/data/regret/b4-t0``: batches of
+four Spec-Bench prompts where the search took 19.7 s and 22.8 s against ``lowbit-auto``'s 15.1 s and 21.4 s, ten
+such steps in a row).
 
 Who calls what: :class:`leap.core.decoding.batch.BatchDecoder` calls :meth:`choose` before each step and
 :meth:`update` after it.
@@ -88,17 +95,21 @@ class GoodputBandit:
             batch's rows (from calibration): screen a drafter's untried caps by the cost model instead of the
             ladder's rule (module docstring); None: the ladder's rule. Needs :meth:`update`'s ``accepted`` and
             ``draft_s``.
+        bar: what the screen's prediction must reach to open an untried cap: ``"best"``, the best goodput any arm
+            has measured so far, or ``"plain"``, plain decoding's (the ablation).
     """
 
     def __init__(self, caps: Sequence[Arm], c: float = 0.2, *, horizon: int = 8, ladder: bool = True,
-                 verify_cost: Callable[[int], float] | None = None) -> None:
+                 verify_cost: Callable[[int], float] | None = None, bar: str = "best") -> None:
         self.caps = [tuple(int(v) for v in x) if isinstance(x, tuple) else int(x) for x in caps]
         if not self.caps or len(set(self.caps)) != len(self.caps) or min(_cap(x) for x in self.caps) < 0:
             raise SettingsError(f"caps must be distinct draft-token counts >= 0 (or distinct (drafter, cap) pairs), "
                                 f"got {list(caps)}")
         if horizon < 0:
             raise SettingsError(f"horizon is a number of pulls >= 0 (0: no discounting), got {horizon}")
-        self.c, self.horizon, self.ladder = float(c), int(horizon), bool(ladder)
+        if bar not in ("best", "plain"):
+            raise SettingsError(f"the screen's bar is best (the best arm's measured goodput) or plain, got {bar!r}")
+        self.c, self.horizon, self.ladder, self.bar = float(c), int(horizon), bool(ladder), bar
         self._below = [self._shorter(a) for a in range(len(self.caps))]  # the arm each arm's ladder rests on
         self.counts = [0] * len(self.caps)
         self.tokens = [0.0] * len(self.caps)  # committed by each arm's steps
@@ -125,10 +136,19 @@ class GoodputBandit:
             return True
         plain = [a for a, x in enumerate(self.caps) if _cap(x) == 0 and self.counts[a]]
         if self.verify_cost is not None and plain and self._measured(arm):
-            return self.predict(self.caps[arm]) >= self._value(plain[0])
+            return self.predict(self.caps[arm]) >= self._bar(plain[0])
         if not self.counts[below]:
             return False
         return not plain or self._value(below) >= self._value(plain[0])
+
+    def _bar(self, plain: int) -> float:
+        """What an untried cap's prediction must reach to open (``bar``): plain decoding's measured goodput, or with
+        ``"best"`` the best the cost model predicts for any pulled arm (plain's measured value among them): the
+        cost model's own ranking, so that its errors, made alike for every drafting arm, do not decide."""
+        if self.bar == "plain":
+            return self._value(plain)
+        pulled = [self.caps[a] for a, n in enumerate(self.counts) if n and _cap(self.caps[a]) > 0]
+        return max([self._value(plain)] + [self.predict(x) for x in pulled])
 
     def _siblings(self, arm: int) -> list[int]:
         """The pulled arms (cap > 0) of ``arm``'s drafter."""
@@ -196,7 +216,8 @@ class GoodputBandit:
         second (and its screen's statistics as one step): what :meth:`~leap.core.decoding.batch.BatchDecoder.policy`
         gives a batch with a new number of rows, so that the exploration of many arms (a drafter search) is paid once
         per run, not once per row count; ``verify_cost`` is the new row count's."""
-        other = GoodputBandit(self.caps, self.c, horizon=self.horizon, ladder=self.ladder, verify_cost=verify_cost)
+        other = GoodputBandit(self.caps, self.c, horizon=self.horizon, ladder=self.ladder, verify_cost=verify_cost,
+                              bar=self.bar)
         for arm, n in enumerate(self.counts):
             if n:
                 other.counts[arm], other.tokens[arm], other.seconds[arm] = 1, self._value(arm), 1.0

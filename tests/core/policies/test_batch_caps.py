@@ -124,8 +124,8 @@ def test_the_screen_reads_a_drafters_acceptance_as_the_geometric_rate_its_pulled
 def test_the_screen_opens_the_caps_the_cost_model_says_pay_and_closes_the_ones_it_says_lose():
     from leap.core.policies.batch_caps import GoodputBandit, drafter_arms
 
-    def first_pulls(verify_cost, accepted):  # plain 1 token a row in 1 s; drafter 0's cap 2 beat it by noise
-        bandit = GoodputBandit(drafter_arms(1, (0, 2, 4, 8)), verify_cost=verify_cost)
+    def first_pulls(verify_cost, accepted, bar="plain"):  # plain 1 token a row in 1 s; cap 2 beat it by noise
+        bandit = GoodputBandit(drafter_arms(1, (0, 2, 4, 8)), verify_cost=verify_cost, bar=bar)
         bandit.update((0, 0), committed=1.0, seconds=1.0)
         bandit.update((0, 2), committed=1.0 + accepted, seconds=1.0, accepted=accepted, draft_s=0.02)
         return {arm for arm in bandit.caps if bandit._open(bandit.caps.index(arm))}
@@ -137,6 +137,9 @@ def test_the_screen_opens_the_caps_the_cost_model_says_pay_and_closes_the_ones_i
     # half the acceptance (alpha 0.62) where each verified token costs a quarter step: 4 pays (2.38 tokens in 2.04 s),
     # 8 does not (2.58 in 3.08 s)
     assert first_pulls(lambda q: 1.0 + 0.25 * (q - 1), accepted=1.0) == {(0, 0), (0, 2), (0, 4)}
+    # the same against the best arm (the default bar): cap 2 is predicted at 2.0 tokens in 1.52 s, above cap 4
+    assert first_pulls(lambda q: 1.0 + 0.25 * (q - 1), accepted=1.0, bar="best") == {(0, 0), (0, 2)}
+    assert first_pulls(lambda q: 1.0 + 0.02 * (q - 1), accepted=1.9, bar="best") == {(0, 0), (0, 2), (0, 4), (0, 8)}
     ladder = GoodputBandit(drafter_arms(1, (0, 2, 4, 8)))  # without the screen: the ladder's rule, as before
     ladder.update((0, 0), committed=1.0, seconds=1.0)
     ladder.update((0, 2), committed=1.05, seconds=1.0)
@@ -205,3 +208,23 @@ def test_an_arm_pays_only_with_accepted_drafts_and_at_least_plain_goodput():
     slow.update((0, 0), committed=1.0, seconds=0.5)
     slow.update((1, 4), committed=1.5, seconds=1.0, accepted=0.5)  # accepted, but 1.5 tokens a second
     assert not slow.pays()
+
+
+def test_the_screen_opens_an_untried_cap_only_where_it_is_predicted_to_beat_the_best_arm_so_far():
+    """An untried arm is pulled as soon as it opens, so the screen's bar is the best pulled arm as the cost model
+    predicts it, not plain decoding: a drafter a little above plain (a copy now and then) keeps its longer caps closed
+    while another pays twice plain - red with the bar at plain (``bar="plain"``, the ablation, opens its cap 4)."""
+    from leap.core.policies.batch_caps import GoodputBandit, drafter_arms
+
+    def opened(bar):
+        bandit = GoodputBandit(drafter_arms(2, (0, 2, 4, 8)), verify_cost=lambda q: 1.0 + 0.05 * (q - 1), bar=bar)
+        bandit.update((0, 0), committed=1.0, seconds=1.0)  # plain: 1 token a row a second
+        bandit.update((1, 2), committed=2.5, seconds=1.0, accepted=1.5, draft_s=0.05)  # drafter 1: 2.2 predicted
+        bandit.update((0, 2), committed=1.3, seconds=1.0, accepted=0.3, draft_s=0.0)  # drafter 0: 1.1 at cap 4
+        assert 1.0 < bandit.predict((0, 4)) < bandit.predict((1, 2)) < bandit.predict((1, 4))
+        return {arm for arm in bandit.caps if bandit._open(bandit.caps.index(arm))}
+
+    assert opened("best") == {(0, 0), (0, 2), (1, 2), (1, 4), (1, 8)}
+    assert opened("plain") == opened("best") | {(0, 4)}
+    with pytest.raises(SettingsError, match="bar"):
+        GoodputBandit((0, 2), bar="worst")
