@@ -171,7 +171,7 @@ class SearchMethod(BenchMethod):
         self.name = name
         if isinstance(drafters, str):
             drafters = [d for d in drafters.split(";") if d]
-        self._model, self._options, self._batch, self._batch_labels = model, drafters, None, []  # run_batch's
+        self._model, self._options, self._batch = model, drafters, None  # run_batch's (a BatchSearch)
         self._batch_caps = tuple(int(c) for c in (batch_caps.split(";") if isinstance(batch_caps, str) else batch_caps))
         self._loss_budget = options.loss_budget if loss_budget is None else float(loss_budget)  # per batch too
         self._batch_screen = batch_screen  # BatchDecoder's screen: true/best, plain or false
@@ -210,32 +210,22 @@ class SearchMethod(BenchMethod):
         self.runner = searcher()
 
     def run_batch(self, batch, *, max_new_tokens, temperature, seed):
-        """The drafter search at batch level (issue 37): the batchable options (one per drafter,
-        :func:`~leap.search.drafter_space.batch_options`) held by every row, and a goodput bandit over (drafter,
-        chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default 0, 2, 4, 8
-        and 16, climbed as a ladder: :class:`~leap.core.policies.batch_caps.GoodputBandit`; ``--method-arg
-        leap-drafters:batch_caps='0;8'``) are the caps, a drafter's untried caps are screened by the cost model
-        (``batch_screen``, on; false: the ladder alone), and the search's ``loss_budget`` holds per
-        batch (:class:`~leap.core.decoding.batch.BatchDecoder`'s). Layer options do not batch yet. With a memory
-        (``memory=prior``, a FILE.json, persist), the drafters it remembers losing are left out and the best-remembered
-        come first (:meth:`~leap.search.memory.SearchMemory.rank_drafters`), so the bandit explores them first."""
+        """The drafter search at batch level (:class:`~leap.search.batch.BatchSearch`): a goodput bandit over
+        (drafter, chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default 0,
+        2, 4, 8 and 16; ``--method-arg leap-drafters:batch_caps='0;8'``) are the caps, ``batch_screen``
+        (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``screen``) how untried caps open, and the search's
+        ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its batch set ranks the
+        drafters before the first batch and learns after each (what single requests measured is not read)."""
         if self._batch is None:
-            from leap.core.drafters import drafters
-            from leap.search.drafter_space import batch_options
+            from leap.search.batch import BatchSearch
 
-            options = batch_options(self._options or (), self._model)
-            if options and self.memory is not None:
-                options = self.memory.rank_drafters(options, {o.label: drafters.get(o.name).fingerprint(
-                    self._model, **o.kwargs) for o in options})
-            if not options:
-                return super().run_batch(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-            self._batch = BatchDecoder(self._model, [(o.name, o.kwargs) for o in options], num_tokens="auto",
-                                       caps=self._batch_caps, loss_budget=self._loss_budget or None,
-                                       screen=self._batch_screen)
-            self._batch_labels = [o.label for o in options]
+            self._batch = BatchSearch(self._model, self._options or (), memory=self.memory, caps=self._batch_caps,
+                                      loss_budget=self._loss_budget or None, screen=self._batch_screen)
+        if not self._batch.options:
+            return super().run_batch(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         out = self._batch.generate(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-        result = batch_result(out, self._batch_labels)
-        result.extra.update(batch_options=list(self._batch_labels), search_memory_at_start=self.memory_at_start)
+        result = batch_result(out, self._batch.labels)
+        result.extra.update(batch_options=list(self._batch.labels), search_memory_at_start=self.memory_at_start)
         return result
 
     def run(self, ids, *, max_new_tokens, temperature, seed):

@@ -47,6 +47,13 @@ than ``long_prompt`` tokens (512) and the rest. :meth:`SearchMemory.condition` p
 everything above reads and writes that set alone; the shipped prior, measured on short prompts, fills the short set
 only, so a first long prompt searches instead of trusting it. ``long_prompt=0`` keeps one set (the ablation).
 
+**Batches.** A batch is a condition of its own (``condition(..., rows=B)``, B > 1): a third set of means, one per
+drafter, each the goodput of its best (drafter, cap) arm over plain batched decoding's as the batch's bandit measured
+it (:meth:`observe_batch`), read by :meth:`rank_drafters` alone. What one request at a time measured is not carried to
+batches: there the verifier is nearer compute-bound, and a drafter that wins alone can lose (on Spec-Bench at B = 4 the
+shipped prior's single-request favourite ``cascade`` drafted most batches and the search from the prior reached 0.84 of
+``lowbit-auto``, 0.95 from an empty memory: ``docs/data/regret/b4-t0``). The shipped prior fills no batch set.
+
 Who calls what: :func:`leap.search.factory.agent_factory` prunes each request's options with it;
 :class:`leap.search.runner.OnlineSearch` names each request's prompt length (:meth:`condition`) and records what it
 measured (:meth:`observe`).
@@ -80,8 +87,8 @@ class SearchMemory:
         self.path = None if path is None else Path(path)
         self.keep, self.min_requests = float(keep), int(min_requests)
         self.horizon, self.recheck, self.long_prompt = int(horizon), int(recheck), int(long_prompt)
-        #: the means per prompt-length set (module docstring): "short" (the file's "options") and "long"
-        self.sets: dict[str, dict[str, dict[str, Any]]] = {"short": {}, "long": {}}
+        #: the means per condition (module docstring): "short" (the file's "options"), "long" and "batch"
+        self.sets: dict[str, dict[str, dict[str, Any]]] = {"short": {}, "long": {}, "batch": {}}
         self.length = "short"  # the set this request reads and writes (:meth:`condition`)
         self.requests = 0  # requests observed: the memory's clock (an entry's "last" is when it was measured)
         self.last_paid = True
@@ -96,25 +103,28 @@ class SearchMemory:
                     _say(f"leap: the search memory at {self.path} was written by an older leap; starting afresh")
                 else:
                     self.sets = {"short": {k: dict(v) for k, v in data.get("options", {}).items()},
-                                 "long": {k: dict(v) for k, v in data.get("long_prompts", {}).items()}}
+                                 "long": {k: dict(v) for k, v in data.get("long_prompts", {}).items()},
+                                 "batch": {k: dict(v) for k, v in data.get("batches", {}).items()}}
                     self.requests = int(data.get("requests", 0))
                     self.last_paid = bool(data.get("last_paid", True))
             except (OSError, ValueError, AttributeError, TypeError):
-                self.sets = {"short": {}, "long": {}}  # unreadable: start empty
+                self.sets = {"short": {}, "long": {}, "batch": {}}  # unreadable: start empty
 
     @property
     def stats(self) -> dict[str, dict[str, Any]]:
-        """The means of the prompt-length set this request reads and writes (label -> entry)."""
+        """The means of the set (condition) this request reads and writes (label -> entry)."""
         return self.sets[self.length]
 
     @stats.setter
     def stats(self, value: dict[str, dict[str, Any]]) -> None:
         self.sets[self.length] = value
 
-    def condition(self, prompt_tokens: int) -> str:
-        """Pick the set of means for a request whose prompt has ``prompt_tokens`` tokens: "long" from ``long_prompt``
-        tokens on (with ``long_prompt`` set), else "short"; returns it."""
-        self.length = "long" if self.long_prompt and int(prompt_tokens) >= self.long_prompt else "short"
+    def condition(self, prompt_tokens: int, rows: int = 1) -> str:
+        """Pick the set of means for a request whose prompt has ``prompt_tokens`` tokens, decoded in a batch of
+        ``rows``: "batch" for more than one row, else "long" from ``long_prompt`` tokens on (with ``long_prompt`` set),
+        else "short"; returns it."""
+        long = self.long_prompt and int(prompt_tokens) >= self.long_prompt
+        self.length = "batch" if int(rows) > 1 else "long" if long else "short"
         return self.length
 
     @property
@@ -128,7 +138,8 @@ class SearchMemory:
             where = f"started from the shipped prior {self.prior.parent.name}/{self.prior.name}; {where}"
         gone = f"; forgot {', '.join(self.forgotten)}: their drafters changed" if self.forgotten else ""
         long = f", {len(self.sets['long'])} for long prompts" if self.sets["long"] else ""
-        return f"{len(self.sets['short'])} options remembered{long} ({where}{gone})"
+        batch = f", {len(self.sets['batch'])} drafters for batches" if self.sets["batch"] else ""
+        return f"{len(self.sets['short'])} options remembered{long}{batch} ({where}{gone})"
 
     def start_from_prior(self, path: str | Path) -> None:
         """Take a shipped prior's options (see the module docstring), each counted on ``min_requests`` requests at
@@ -136,7 +147,7 @@ class SearchMemory:
         data = json.loads(Path(path).read_text())
         self.sets = {"short": {label: {"requests": min(int(entry["requests"]), self.min_requests),
                                        "mean": float(entry["mean"]), "last": 0, "fingerprint": entry.get("fingerprint")}
-                               for label, entry in data["options"].items()}, "long": {}}
+                               for label, entry in data["options"].items()}, "long": {}, "batch": {}}
         self.requests = 0
         self.last_paid = True
         self.prior = Path(path)
@@ -167,6 +178,15 @@ class SearchMemory:
         self.last_paid = fixed is not None and (fixed_speedup is None or fixed_speedup >= 1.0)
         self.save()
 
+    def observe_batch(self, goodput: dict[str, float]) -> None:
+        """One batch (in the "batch" set, :meth:`condition`): each drafter's best goodput over plain batched
+        decoding's, as the batch's bandit measured it (drafter name -> ratio). Counts on the memory's clock like a
+        request; whether the last request paid is a single request's matter and stays as it was."""
+        self.requests += 1
+        for label, value in goodput.items():
+            self._update(label, value)
+        self.save()
+
     def save(self) -> None:
         if self.path is None:
             return
@@ -174,7 +194,8 @@ class SearchMemory:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text(json.dumps({"schema": SCHEMA, "requests": self.requests, "options": self.sets["short"],
-                                       "long_prompts": self.sets["long"], "last_paid": self.last_paid}, indent=1))
+                                       "long_prompts": self.sets["long"], "batches": self.sets["batch"],
+                                       "last_paid": self.last_paid}, indent=1))
             os.replace(tmp, self.path)
         except OSError:
             pass  # a read-only cache only costs the prior

@@ -284,12 +284,13 @@ def test_the_drafter_search_runs_a_batch_with_its_batchable_options_and_records_
 
 def test_the_drafter_search_at_batch_level_starts_from_what_its_memory_ranks(tiny_llama, tmp_path):
     """With a memory (here a FILE.json built elsewhere), the batch search leaves out the drafters it remembers losing
-    and puts the best first (the bandit tries arms in that order); its records say which options and which memory."""
+    in batches and puts the best first (the bandit tries arms in that order); its records say which options and which
+    memory."""
     import json
 
     memory = tmp_path / "memory.json"
-    memory.write_text(json.dumps({"schema": 2, "requests": 2, "last_paid": True, "options": {
-        "suffix:num_tokens=4": {"requests": 2, "mean": 2.0, "last": 2},
+    memory.write_text(json.dumps({"schema": 2, "requests": 2, "last_paid": True, "options": {}, "batches": {
+        "suffix": {"requests": 2, "mean": 2.0, "last": 2},
         "prompt-lookup": {"requests": 2, "mean": 0.9, "last": 2}}}))
     Bench(tiny_llama, BATCH_ROWS, settings(methods=["leap-drafters"], batch_size=2, method_args={
         "leap-drafters": {"drafters": "prompt-lookup;token-recycling;suffix", "memory": str(memory)}}),
@@ -297,7 +298,7 @@ def test_the_drafter_search_at_batch_level_starts_from_what_its_memory_ranks(tin
     search = [r for r in answers(tmp_path / "out") if r["method"] == "leap-drafters" and r["status"] == "ok"]
     assert search and all(r["lossless"] for r in search)
     assert search[0]["batch_options"] == ["suffix", "token-recycling"]  # prompt-lookup remembered losing
-    assert "2 options remembered" in search[0]["search_memory_at_start"]
+    assert "2 drafters for batches" in search[0]["search_memory_at_start"]
 
 
 @pytest.mark.parametrize("batch_size", [1, 2])

@@ -511,3 +511,31 @@ class MemoryMachine(RuleBasedStateMachine):
 
 TestMemoryMachine = MemoryMachine.TestCase
 TestMemoryMachine.settings = _settings(max_examples=40, stateful_step_count=12, deadline=None)
+
+
+def test_a_batch_is_a_condition_of_its_own_that_the_shipped_prior_does_not_fill(tmp_path):
+    """More than one row reads and writes the batch set, whatever the prompt's length; what it learns is saved and
+    read back under "batches"; a batch does not move whether the last request paid; the prior leaves it empty (red
+    when a batch reads the short set, or the prior fills it)."""
+    import json
+
+    memory = SearchMemory(tmp_path / "m.json", min_requests=2)
+    assert memory.condition(100, rows=4) == "batch" and memory.condition(900, rows=2) == "batch"
+    assert memory.condition(100, rows=1) == "short"
+    memory.observe({}, None, None)  # a request that did not pay
+    memory.condition(10, rows=4)
+    memory.observe_batch({"lowbit": 1.7, "suffix": 0.9})
+    memory.observe_batch({"lowbit": 1.5})
+    assert memory.expected("lowbit") == pytest.approx(1.6) and memory.expected("suffix") is None  # one batch only
+    assert not memory.last_paid and not memory.sets["short"] and memory.requests == 3
+    assert json.loads((tmp_path / "m.json").read_text())["batches"]["lowbit"]["requests"] == 2
+    again = SearchMemory(tmp_path / "m.json", min_requests=2)
+    again.condition(10, rows=8)
+    assert again.expected("lowbit") == pytest.approx(1.6) and "2 drafters for batches" in again.describe()
+    prior = tmp_path / "prior.json"
+    prior.write_text(json.dumps({"options": {"lowbit": {"requests": 20, "mean": 2.0}}}))
+    fresh = SearchMemory(None, min_requests=2)
+    fresh.start_from_prior(prior)
+    assert fresh.expected("lowbit") == 2.0
+    fresh.condition(10, rows=4)
+    assert fresh.expected("lowbit") is None and not fresh.sets["batch"]

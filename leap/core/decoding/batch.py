@@ -206,6 +206,24 @@ class BatchDecoder:
         self._policies[rows] = policy
         return policy
 
+    def goodput_over_plain(self, rows: int) -> dict[int, float]:
+        """Each drafter's best goodput (over its caps) against plain decoding's, as the bandit of ``rows`` rows has
+        measured them so far (drafter index -> ratio; empty without a bandit or a measured plain step): what
+        :class:`~leap.search.batch.BatchSearch` teaches its memory after a batch."""
+        from leap.core.policies.batch_caps import GoodputBandit
+
+        policy = self._policies.get(rows)
+        means = policy.means() if isinstance(policy, GoodputBandit) else {}
+        arms = {(arm if isinstance(arm, tuple) else (0, arm)): value for arm, value in means.items()}
+        plain = next((v for (_, cap), v in arms.items() if cap == 0), None)
+        if not plain:
+            return {}
+        best: dict[int, float] = {}
+        for (drafter, cap), value in arms.items():
+            if cap:
+                best[drafter] = max(best.get(drafter, 0.0), value / plain)
+        return best
+
     def _verify_cost(self, rows: int):
         """``q ->`` a verification over ``q`` tokens a row at ``rows`` rows, in the calibration's units (None without
         the screen); batch sizes are measured once, on first use (2, 4 and 8 rows, and more where a batch is larger),

@@ -509,3 +509,19 @@ def test_a_float32_tie_is_told_from_a_wrong_token(tiny_qwen2):
     wrong = ref[:1] + [(ref[1] + 1) % 97] + ref[2:]
     assert not same_or_float_tie(tiny_qwen2, prompt, wrong, ref)
     assert not same_or_float_tie(tiny_qwen2, prompt, ref[:5], ref)
+
+
+def test_each_drafters_best_goodput_over_plain_is_read_from_the_bandit_of_that_row_count(tiny_llama):
+    """What :class:`~leap.search.batch.BatchSearch` teaches its memory: per drafter, the best of its caps' goodput over
+    the plain arm's (red when a drafter's first cap, or the plain arm's own value, is reported)."""
+    decoder = BatchDecoder(tiny_llama, [("suffix", {}), ("prompt-lookup", {})], num_tokens="auto", caps=(0, 2, 4),
+                           screen=False)
+    assert decoder.goodput_over_plain(3) == {}  # no batch of 3 rows yet
+    bandit = decoder.policy(3)
+    assert decoder.goodput_over_plain(3) == {}  # no plain step measured yet
+    for arm, tokens in (((0, 0), 2.0), ((0, 2), 3.0), ((0, 4), 5.0), ((1, 2), 1.0)):
+        bandit.update(arm, committed=tokens, seconds=1.0)
+    assert decoder.goodput_over_plain(3) == {0: 2.5, 1: 0.5}
+    fixed = BatchDecoder(tiny_llama, "suffix", num_tokens=4)
+    fixed.policy(2)
+    assert fixed.goodput_over_plain(2) == {}  # a fixed cap: no bandit, nothing measured

@@ -1,0 +1,79 @@
+"""The drafter search at batch level (issue 37): one goodput bandit over (drafter, chain cap) arms for a run's batches.
+
+Every row holds one instance of each batchable drafter option (:func:`~leap.search.drafter_space.batch_options`: one
+per drafter, since a batch's chain length is the bandit's cap, not the option's setting), and
+:class:`~leap.core.policies.batch_caps.GoodputBandit` picks per step whether, how far and with what to draft, plain
+batched decoding among its arms, kept across the run's batches (:class:`~leap.core.decoding.batch.BatchDecoder` with
+a list of drafters and ``num_tokens="auto"``).
+
+With a :class:`~leap.search.memory.SearchMemory`, batches are a condition of their own (its "batch" set): before the
+first batch the drafters it remembers losing *in batches* are left out and the best-remembered come first
+(:meth:`~leap.search.memory.SearchMemory.rank_drafters`), so the bandit tries them first; after each batch, each
+drafter's best goodput over plain's, as the bandit measured it, is what the memory learns
+(:meth:`~leap.search.memory.SearchMemory.observe_batch`). What a single request measured is never read here.
+
+Who calls what: ``leap bench --batch-size B``'s ``leap-drafters`` (:meth:`leap.bench.methods.SearchMethod.run_batch`)
+calls :meth:`BatchSearch.generate` once a batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from leap.core.decoding.batch import BatchDecoder, BatchOutcome
+from leap.core.drafters import drafters
+from leap.core.errors import SettingsError
+from leap.core.modeling.model import LeapModel
+from leap.search.drafter_space import batch_options
+from leap.search.memory import SearchMemory
+
+__all__ = ["BatchSearch"]
+
+
+class BatchSearch:
+    """A run's drafter search over batches (module docstring).
+
+    Args:
+        model: the target model.
+        options: drafter options (labels such as ``"lowbit"`` or ``"suffix:min_prob=0.1"``); those that cannot batch
+            are left out.
+        memory: what earlier runs' batches measured (its "batch" set), read before the first batch and taught after
+            each; None: off.
+        caps, loss_budget, screen: :class:`~leap.core.decoding.batch.BatchDecoder`'s.
+    """
+
+    def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
+                 caps: Sequence[int] = (0, 2, 4, 8, 16), loss_budget: float | None = None,
+                 screen: bool | str = True) -> None:
+        self.model, self.memory = model, memory
+        self.options = batch_options(options, model)
+        self.caps, self.loss_budget, self.screen = tuple(int(c) for c in caps), loss_budget, screen
+        self.decoder: BatchDecoder | None = None  # made at the first batch, once the memory has ranked the options
+        self.labels: list[str] = []  # the decoder's drafters, in its order
+
+    def _start(self, rows: int, prompt_tokens: int) -> None:
+        options = self.options
+        if self.memory is not None:
+            self.memory.condition(prompt_tokens, rows=rows)
+            options = self.memory.rank_drafters(options, {o.label: drafters.get(o.name).fingerprint(
+                self.model, **o.kwargs) for o in options})
+        self.decoder = BatchDecoder(self.model, [(o.name, o.kwargs) for o in options], num_tokens="auto",
+                                    caps=self.caps, loss_budget=self.loss_budget, screen=self.screen)
+        self.labels = [o.label for o in options]
+
+    def generate(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128, temperature: float = 0.0,
+                 seed: int = 0) -> BatchOutcome:
+        """Decode one batch (:meth:`~leap.core.decoding.batch.BatchDecoder.generate`) and teach the memory what
+        its bandit has measured so far."""
+        if not self.options:
+            raise SettingsError("none of the drafter options can draft in a batch (see BatchSearch.options); decode "
+                                "the batch plainly (BatchDecoder(model)) or name a batchable drafter (lowbit, suffix)")
+        if self.decoder is None:
+            self._start(len(prompts), max(len(p) for p in prompts))
+        out = self.decoder.generate(prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+        if self.memory is not None:
+            measured = self.decoder.goodput_over_plain(len(prompts))
+            if measured:
+                self.memory.condition(max(len(p) for p in prompts), rows=len(prompts))
+                self.memory.observe_batch({self.labels[d]: ratio for d, ratio in measured.items()})
+        return out

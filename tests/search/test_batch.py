@@ -1,0 +1,57 @@
+"""The drafter search at batch level (leap.search.batch): lossless rows, and a memory whose batches are a condition of
+their own."""
+
+from __future__ import annotations
+
+import pytest
+
+from leap.core.decoding.batch import BatchDecoder
+from leap.core.errors import SettingsError
+from leap.search.batch import BatchSearch
+from leap.search.memory import SearchMemory
+
+PROMPTS = [[5, 9, 14, 20, 7, 11, 5, 9, 14], [3, 8, 3, 8, 3, 8, 12], [22, 4, 17, 6, 22, 4]]
+OPTIONS = ["prompt-lookup", "suffix", "token-recycling"]
+
+
+def test_every_row_of_the_batch_search_is_its_prompt_decoded_alone(tiny_llama):
+    search = BatchSearch(tiny_llama, [*OPTIONS, "layer-skip"], caps=(0, 2, 4))
+    assert [o.name for o in search.options] == OPTIONS  # layer drafts do not batch
+    plain = BatchDecoder(tiny_llama).generate(PROMPTS, max_new_tokens=12)
+    for _ in range(2):  # the bandit kept across batches
+        out = search.generate(PROMPTS, max_new_tokens=12)
+        assert [r.token_ids for r in out.rows] == [r.token_ids for r in plain.rows]
+    with pytest.raises(SettingsError, match="batch"):
+        BatchSearch(tiny_llama, ["layer-skip"]).generate(PROMPTS, max_new_tokens=4)
+
+
+def test_what_single_requests_measured_does_not_rank_the_drafters_of_a_batch(tiny_llama):
+    """The memory's short-prompt set, where prompt lookup lost, leaves every drafter in a batch and in its own order
+    (red when the batch search reads the single-request set: prompt lookup would be left out)."""
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    for _ in range(2):
+        memory.observe({"suffix": 2.0, "prompt-lookup": 0.5, "token-recycling": 1.9}, "suffix", 2.0)
+    search = BatchSearch(tiny_llama, OPTIONS, memory=memory, caps=(0, 2))
+    search.generate(PROMPTS, max_new_tokens=8)
+    assert search.labels == OPTIONS
+
+
+def test_a_batch_teaches_the_memorys_batch_set_and_the_next_run_ranks_by_it(tiny_llama, tmp_path):
+    """After each batch the memory learns, per drafter, its best goodput over plain's as the bandit measured it, in
+    the batch set alone (saved under "batches"); a later run's batch search ranks and prunes by that set."""
+    memory = SearchMemory(tmp_path / "m.json", keep=0.85, min_requests=2)
+    search = BatchSearch(tiny_llama, OPTIONS, memory=memory, caps=(0, 2))
+    for _ in range(2):
+        search.generate(PROMPTS, max_new_tokens=10)
+    learnt = memory.sets["batch"]
+    assert learnt and set(learnt) <= set(OPTIONS) and not memory.sets["short"] and not memory.sets["long"]
+    assert all(entry["requests"] == 2 and entry["mean"] > 0 for entry in learnt.values())
+    expected = search.decoder.goodput_over_plain(len(PROMPTS))
+    assert {search.labels[d] for d in expected} == set(learnt)
+
+    again = SearchMemory(tmp_path / "m.json", keep=0.85, min_requests=2)
+    again.sets["batch"] = {"suffix": {"requests": 2, "mean": 1.6, "last": again.requests},
+                           "prompt-lookup": {"requests": 2, "mean": 0.7, "last": again.requests}}
+    later = BatchSearch(tiny_llama, OPTIONS, memory=again, caps=(0, 2))
+    later.generate(PROMPTS[:2], max_new_tokens=6)
+    assert later.labels == ["suffix", "token-recycling"]  # prompt lookup remembered losing; the unseen one last
