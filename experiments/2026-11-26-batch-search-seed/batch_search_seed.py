@@ -6,9 +6,7 @@ search with the budget over the options the shipped prior ranks (``memory=prior`
 other seed prompts, 1500+), and lowbit-auto (one drafter, the bandit over caps 0/2/4/8: the fixed choice the search has to match);
 ``-ladder`` variants of the budgeted methods open a drafter's longer caps by the ladder alone (``screen=False``: the ablation
 of the cost-model screen, since b7d040d); ``-plain-bar`` variants screen them against plain decoding, not the best arm
-(``screen="plain"``: the bar's ablation); ``batch-search`` is what ``leap-drafters`` runs (:class:`leap.search.batch.BatchSearch`:
-``search-loss-budget`` with an empty memory of batches that closes the drafters it learns losing). ``--methods`` picks
-some (plain always runs).
+(``screen="plain"``: the bar's ablation). ``--methods`` picks some (plain always runs).
 Usage: python experiments/2026-11-26-batch-search-seed/batch_search_seed.py [B] [--batches N] [--caps 0,4,16] [--methods a,b] [--out FILE.json]"""
 
 from __future__ import annotations
@@ -22,8 +20,7 @@ from leap.core.decoding.batch import BatchDecoder
 from leap.core.runtime.provenance import provenance
 from leap.heads.prompts import seed_prompts
 from leap.search.drafter_space import DEFAULT_DRAFTERS, batch_options
-from leap.search.batch import BatchSearch
-from leap.search.memory import SearchMemory, memory_for
+from leap.search.memory import memory_for
 
 
 def main() -> None:
@@ -54,9 +51,7 @@ def main() -> None:
                                                             loss_budget=0.03, screen="plain"),
                "search-prior-plain-bar": BatchDecoder(model, ranked, num_tokens="auto", caps=caps, loss_budget=0.03,
                                                       screen="plain"),
-               "lowbit-auto-plain-bar": BatchDecoder(model, "lowbit", num_tokens="auto", screen="plain"),
-               "batch-search": BatchSearch(model, DEFAULT_DRAFTERS, memory=SearchMemory(None), caps=caps,
-                                           loss_budget=0.03)}
+               "lowbit-auto-plain-bar": BatchDecoder(model, "lowbit", num_tokens="auto", screen="plain")}
     if args.methods:
         chosen = {"plain", *args.methods.split(",")}
         unknown = chosen - set(methods)
@@ -75,10 +70,9 @@ def main() -> None:
             totals[name][0] += seconds
             totals[name][1] += out.new_tokens
             drafted = sum(1 for c in out.caps if c) if name != "plain" else 0
-            closed = list(decoder.closed) if isinstance(decoder, BatchSearch) else []
             record["batches"].append({"batch": i, "method": name, "seconds": seconds, "tokens": out.new_tokens,
                                       "steps": out.steps, "drafted_steps": drafted,
-                                      "arms": [[d, c] for d, c in zip(out.drafters, out.caps)], "closed": closed})
+                                      "arms": [[d, c] for d, c in zip(out.drafters, out.caps)]})
             print(f"batch {i} {name}: {seconds:.2f} s, {out.steps} steps ({drafted} drafted)")
     base = totals["plain"][1] / totals["plain"][0]
     record["throughput_over_plain"] = {n: (t / s) / base for n, (s, t) in totals.items()}

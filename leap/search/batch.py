@@ -9,13 +9,8 @@ a list of drafters and ``num_tokens="auto"``).
 With a :class:`~leap.search.memory.SearchMemory`, batches are a condition of their own (its "batch" set): before the
 first batch the drafters it remembers losing *in batches* are left out and the best-remembered come first
 (:meth:`~leap.search.memory.SearchMemory.rank_drafters`), so the bandit tries them first; after each batch, each
-drafter that drafted in it teaches the memory its best goodput over plain's, as the bandit has measured it
-(:meth:`~leap.search.memory.SearchMemory.observe_batch`), and before the next the memory's cut is made again: the
-drafters it now remembers below ``keep`` times the best are closed in the bandit
-(:meth:`~leap.core.decoding.batch.BatchDecoder.close`) - successive halving across batches, as the memory does across
-requests, since UCB1 alone keeps pulling every arm within reach of the best (a few pulls each per run, every pull of a
-loser a step not spent on the winner), and a closed drafter is tried again when its entry goes stale (``recheck``
-batches). What a single request measured is never read here.
+drafter's best goodput over plain's, as the bandit measured it, is what the memory learns
+(:meth:`~leap.search.memory.SearchMemory.observe_batch`). What a single request measured is never read here.
 
 Who calls what: ``leap bench --batch-size B``'s ``leap-drafters`` (:meth:`leap.bench.methods.SearchMethod.run_batch`)
 calls :meth:`BatchSearch.generate` once a batch.
@@ -55,7 +50,6 @@ class BatchSearch:
         self.caps, self.loss_budget, self.screen = tuple(int(c) for c in caps), loss_budget, screen
         self.decoder: BatchDecoder | None = None  # made at the first batch, once the memory has ranked the options
         self.labels: list[str] = []  # the decoder's drafters, in its order
-        self.closed: list[str] = []  # those the memory left out of the last batch
 
     def _start(self, rows: int, prompt_tokens: int) -> None:
         options = self.options
@@ -65,14 +59,7 @@ class BatchSearch:
                 self.model, **o.kwargs) for o in options})
         self.decoder = BatchDecoder(self.model, [(o.name, o.kwargs) for o in options], num_tokens="auto",
                                     caps=self.caps, loss_budget=self.loss_budget, screen=self.screen)
-        self.labels, self._held = [o.label for o in options], options
-
-    def _cut(self, rows: int, prompt_tokens: int) -> None:
-        """Close the drafters the memory now remembers losing in batches (module docstring); open the rest."""
-        self.memory.condition(prompt_tokens, rows=rows)
-        kept = {o.label for o in self.memory.rank_drafters(self._held)}
-        self.closed = [label for label in self.labels if label not in kept]
-        self.decoder.close({d for d, label in enumerate(self.labels) if label not in kept})
+        self.labels = [o.label for o in options]
 
     def generate(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128, temperature: float = 0.0,
                  seed: int = 0) -> BatchOutcome:
@@ -81,16 +68,12 @@ class BatchSearch:
         if not self.options:
             raise SettingsError("none of the drafter options can draft in a batch (see BatchSearch.options); decode "
                                 "the batch plainly (BatchDecoder(model)) or name a batchable drafter (lowbit, suffix)")
-        rows, longest = len(prompts), max(len(p) for p in prompts)
         if self.decoder is None:
-            self._start(rows, longest)
-        elif self.memory is not None:
-            self._cut(rows, longest)
+            self._start(len(prompts), max(len(p) for p in prompts))
         out = self.decoder.generate(prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         if self.memory is not None:
-            drafted = {d for d, cap in zip(out.drafters, out.caps) if cap}  # a closed drafter's means are old ones
-            measured = {d: r for d, r in self.decoder.goodput_over_plain(rows).items() if d in drafted}
+            measured = self.decoder.goodput_over_plain(len(prompts))
             if measured:
-                self.memory.condition(longest, rows=rows)
+                self.memory.condition(max(len(p) for p in prompts), rows=len(prompts))
                 self.memory.observe_batch({self.labels[d]: ratio for d, ratio in measured.items()})
         return out

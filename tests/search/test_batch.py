@@ -41,16 +41,13 @@ def test_a_batch_teaches_the_memorys_batch_set_and_the_next_run_ranks_by_it(tiny
     the batch set alone (saved under "batches"); a later run's batch search ranks and prunes by that set."""
     memory = SearchMemory(tmp_path / "m.json", keep=0.85, min_requests=2)
     search = BatchSearch(tiny_llama, OPTIONS, memory=memory, caps=(0, 2))
-    drafted: dict[str, int] = {}  # batches each drafter drafted in
     for _ in range(2):
-        out = search.generate(PROMPTS, max_new_tokens=10)
-        for label in {search.labels[d] for d, cap in zip(out.drafters, out.caps) if cap}:
-            drafted[label] = drafted.get(label, 0) + 1
+        search.generate(PROMPTS, max_new_tokens=10)
     learnt = memory.sets["batch"]
-    assert learnt and not memory.sets["short"] and not memory.sets["long"]
-    assert {label: entry["requests"] for label, entry in learnt.items()} == drafted  # only what drafted: no old means
-    measured = search.decoder.goodput_over_plain(len(PROMPTS))
-    assert all(learnt[search.labels[d]]["mean"] > 0 for d in measured if search.labels[d] in learnt)
+    assert learnt and set(learnt) <= set(OPTIONS) and not memory.sets["short"] and not memory.sets["long"]
+    assert all(entry["requests"] == 2 and entry["mean"] > 0 for entry in learnt.values())
+    expected = search.decoder.goodput_over_plain(len(PROMPTS))
+    assert {search.labels[d] for d in expected} == set(learnt)
 
     again = SearchMemory(tmp_path / "m.json", keep=0.85, min_requests=2)
     again.sets["batch"] = {"suffix": {"requests": 2, "mean": 1.6, "last": again.requests},
@@ -58,25 +55,3 @@ def test_a_batch_teaches_the_memorys_batch_set_and_the_next_run_ranks_by_it(tiny
     later = BatchSearch(tiny_llama, OPTIONS, memory=again, caps=(0, 2))
     later.generate(PROMPTS[:2], max_new_tokens=6)
     assert later.labels == ["suffix", "token-recycling"]  # prompt lookup remembered losing; the unseen one last
-
-
-def test_between_batches_the_drafters_the_memory_now_remembers_losing_are_closed_and_open_again_when_it_changes(
-        tiny_llama):
-    """Successive halving across batches: before each batch after the first the memory's cut is made again, and the
-    bandit never drafts with a drafter it left out (red when the cut is made once, before the first batch)."""
-    memory = SearchMemory(None, keep=0.85, min_requests=2)
-    search = BatchSearch(tiny_llama, OPTIONS, memory=memory, caps=(0, 2))
-    plain = BatchDecoder(tiny_llama).generate(PROMPTS, max_new_tokens=10)
-    search.generate(PROMPTS, max_new_tokens=10)
-    assert search.closed == []
-    lookup = OPTIONS.index("prompt-lookup")
-    memory.sets["batch"] = {"prompt-lookup": {"requests": 2, "mean": 0.2, "last": memory.requests},
-                            "suffix": {"requests": 2, "mean": 2.0, "last": memory.requests}}
-    out = search.generate(PROMPTS, max_new_tokens=10)
-    assert search.closed == ["prompt-lookup"]
-    assert not [d for d, cap in zip(out.drafters, out.caps) if cap and search.labels[d] == "prompt-lookup"]
-    assert lookup in search.decoder.policy(len(PROMPTS)).closed
-    assert [r.token_ids for r in out.rows] == [r.token_ids for r in plain.rows]
-    memory.sets["batch"]["prompt-lookup"]["mean"] = 1.9  # remembered level again: open
-    search.generate(PROMPTS, max_new_tokens=4)
-    assert search.closed == [] and not search.decoder.policy(len(PROMPTS)).closed

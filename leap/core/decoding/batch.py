@@ -135,7 +135,6 @@ class BatchDecoder:
         self.compact_min, self.compact_share = int(compact_min), float(compact_share)
         self._pools: list[list[Drafter]] = [[] for _ in self.specs]
         self._policies: dict[int, Any] = {}  # rows in the batch -> its cap policy (FixedCap or GoodputBandit)
-        self._closed: set[int] = set()  # drafters the caller left out (:meth:`close`)
         for name, _ in self.specs:
             why = batch_refusal(drafters.get(name) if isinstance(name, str) else name)
             if why:
@@ -204,23 +203,8 @@ class BatchDecoder:
         else:
             policy = GoodputBandit(drafter_arms(len(self.specs), self.caps) if len(self.specs) > 1 else self.caps,
                                    verify_cost=self._verify_cost(rows), bar=self.bar)
-        if isinstance(policy, GoodputBandit):
-            policy.closed = set(self._closed)
         self._policies[rows] = policy
         return policy
-
-    def close(self, drafters: set[int]) -> None:
-        """Draft with none of ``drafters`` (indices in the list given) from the next step on, in every row count's
-        bandit, until the next call (an empty set opens them all again): the batch search's memory leaves out the
-        drafters that keep losing (:class:`~leap.search.batch.BatchSearch`)."""
-        from leap.core.policies.batch_caps import GoodputBandit
-
-        if set(drafters) >= set(range(len(self.specs))):
-            raise SettingsError("closing every drafter leaves plain decoding: pass drafter=None for that")
-        self._closed = set(drafters)
-        for policy in self._policies.values():
-            if isinstance(policy, GoodputBandit):
-                policy.closed = set(self._closed)
 
     def goodput_over_plain(self, rows: int) -> dict[int, float]:
         """Each drafter's best goodput (over its caps) against plain decoding's, as the bandit of ``rows`` rows has

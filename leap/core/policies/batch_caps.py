@@ -118,9 +118,6 @@ class GoodputBandit:
         self.steps = [0.0] * len(self.caps)  # discounted like tokens and seconds: the screen's statistics
         self.accepted = [0.0] * len(self.caps)  # draft tokens accepted a row
         self.draft_s = [0.0] * len(self.caps)  # drafting seconds
-        #: drafters whose drafting arms are closed, pulled or not (:meth:`~leap.core.decoding.batch.BatchDecoder.close`:
-        #: the batch search's memory left them out); plain decoding's arm never closes
-        self.closed: set[int] = set()
 
     def _value(self, arm: int) -> float:
         return self.tokens[arm] / max(self.seconds[arm], 1e-9)
@@ -134,9 +131,7 @@ class GoodputBandit:
 
     def _open(self, arm: int) -> bool:
         """Whether ``arm`` may be pulled now (the ladder: see the class docstring)."""
-        below, key = self._below[arm], self.caps[arm]
-        if isinstance(key, tuple) and key[1] > 0 and key[0] in self.closed:
-            return False
+        below = self._below[arm]
         if not self.ladder or self.counts[arm] or below is None:
             return True
         plain = [a for a, x in enumerate(self.caps) if _cap(x) == 0 and self.counts[a]]
@@ -223,7 +218,6 @@ class GoodputBandit:
         per run, not once per row count; ``verify_cost`` is the new row count's."""
         other = GoodputBandit(self.caps, self.c, horizon=self.horizon, ladder=self.ladder, verify_cost=verify_cost,
                               bar=self.bar)
-        other.closed = set(self.closed)
         for arm, n in enumerate(self.counts):
             if n:
                 other.counts[arm], other.tokens[arm], other.seconds[arm] = 1, self._value(arm), 1.0

@@ -228,24 +228,3 @@ def test_the_screen_opens_an_untried_cap_only_where_it_is_predicted_to_beat_the_
     assert opened("plain") == opened("best") | {(0, 4)}
     with pytest.raises(SettingsError, match="bar"):
         GoodputBandit((0, 2), bar="worst")
-
-
-def test_a_closed_drafters_arms_are_never_pulled_and_plain_decoding_never_closes():
-    """:meth:`BatchDecoder.close`'s effect on a bandit: the best arm of a closed drafter is left, pulled or not (red
-    when closing is ignored), and opening it again brings it back."""
-    from leap.core.policies.batch_caps import GoodputBandit, drafter_arms
-
-    bandit = GoodputBandit(drafter_arms(2, (0, 4)))
-    goodput = {(0, 0): 10, (0, 4): 18, (1, 4): 14}
-    for _ in range(30):
-        arm = bandit.choose()
-        bandit.update(arm, committed=goodput[arm], seconds=1.0)
-    bandit.closed = {0}
-    pulls = []
-    for _ in range(60):
-        arm = bandit.choose()
-        pulls.append(arm)
-        bandit.update(arm, committed=goodput[arm], seconds=1.0)
-    assert (0, 4) not in pulls and pulls[-20:].count((1, 4)) > 15
-    bandit.closed = set()
-    assert bandit.choose() == (0, 4)  # its remembered value is still the best
