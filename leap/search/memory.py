@@ -49,10 +49,11 @@ only, so a first long prompt searches instead of trusting it. ``long_prompt=0`` 
 
 **Batches.** A batch is a condition of its own (``condition(..., rows=B)``, B > 1): a third set of means, one per
 drafter, each the goodput of its best (drafter, cap) arm over plain batched decoding's as the batch's bandit measured
-it (:meth:`observe_batch`), read by :meth:`rank_drafters` alone. What one request at a time measured is not carried to
-batches: there the verifier is nearer compute-bound, and a drafter that wins alone can lose (on Spec-Bench at B = 4 the
-shipped prior's single-request favourite ``cascade`` drafted most batches and the search from the prior reached 0.84 of
-``lowbit-auto``, 0.95 from an empty memory: ``docs/data/regret/b4-t0``). The shipped prior fills no batch set.
+it (:meth:`observe_batch`), read by :meth:`rank_drafters` alone (:class:`~leap.search.batch.BatchSearch`, before a
+run's first batch). What one request at a time measured is not carried to batches: there the verifier is nearer
+compute-bound, and a drafter that wins alone can lose (on Spec-Bench at B = 4 the shipped prior's single-request
+favourite ``cascade`` drafted most batches, and the search from the prior reached 0.84 of ``lowbit-auto``, 0.95 from an
+empty memory: ``docs/data/regret/b4-t0``). The shipped prior fills no batch set.
 
 Who calls what: :func:`leap.search.factory.agent_factory` prunes each request's options with it;
 :class:`leap.search.runner.OnlineSearch` names each request's prompt length (:meth:`condition`) and records what it
@@ -120,9 +121,8 @@ class SearchMemory:
         self.sets[self.length] = value
 
     def condition(self, prompt_tokens: int, rows: int = 1) -> str:
-        """Pick the set of means for a request whose prompt has ``prompt_tokens`` tokens, decoded in a batch of
-        ``rows``: "batch" for more than one row, else "long" from ``long_prompt`` tokens on (with ``long_prompt`` set),
-        else "short"; returns it."""
+        """Pick (and return) the set of means for a prompt of ``prompt_tokens`` tokens in a batch of ``rows``: "batch"
+        for more than one row, else "long" from ``long_prompt`` tokens on (with ``long_prompt`` set), else "short"."""
         long = self.long_prompt and int(prompt_tokens) >= self.long_prompt
         self.length = "batch" if int(rows) > 1 else "long" if long else "short"
         return self.length
