@@ -525,29 +525,3 @@ def test_each_drafters_best_goodput_over_plain_is_read_from_the_bandit_of_that_r
     fixed = BatchDecoder(tiny_llama, "suffix", num_tokens=4)
     fixed.policy(2)
     assert fixed.goodput_over_plain(2) == {}  # a fixed cap: no bandit, nothing measured
-
-
-def test_the_bandit_is_told_which_drafters_the_batch_has_begun(tiny_llama, monkeypatch):
-    """:meth:`BatchDecoder.generate` passes each step the drafters whose rows are already begun in this batch (red when
-    it passes none: the bandit would explore a new drafter's setup at every step)."""
-    from leap.core.policies.batch_caps import GoodputBandit
-
-    seen: list[tuple[set, object]] = []
-    choose = GoodputBandit.choose
-
-    def spy(self, begun=None):
-        arm = choose(self, begun)
-        seen.append((set(begun or ()), arm))
-        return arm
-
-    monkeypatch.setattr(GoodputBandit, "choose", spy)
-    decoder = BatchDecoder(tiny_llama, [("suffix", {}), ("prompt-lookup", {})], num_tokens="auto", caps=(0, 2),
-                           screen=False)
-    for _ in range(2):
-        decoder.generate([[5, 9, 14, 20, 7, 11, 5, 9], [3, 8, 3, 8, 3, 8]], max_new_tokens=12)
-        batch, seen[:] = list(seen), []
-        expected: set[int] = set()
-        for begun, (drafter, cap) in batch:
-            assert begun == expected
-            expected = expected | ({drafter} if cap else set())
-        assert expected  # some drafter drafted in the batch
