@@ -87,8 +87,8 @@ class BatchDecoder:
         caps: the bandit's arms for ``num_tokens="auto"``.
         loss_budget: losing cheaply, per batch (``num_tokens="auto"``, 0 among ``caps``): once the batch's drafted
             steps have cost more than ``loss_budget`` of its plain time beyond what plain steps would have taken
-            for the same tokens (a plain step's time per row count from the bandit's plain arm; beginning a drafter's
-            rows, paid once a batch, is not a step's loss: :attr:`BatchSession.begin_s`), the rest of the
+            for the same tokens (a plain step's time per row count from the bandit's plain arm; a drafter's first
+            drafting step in a batch, its setup, is neither measured nor a loss: :meth:`generate`), the rest of the
             batch decodes plainly, and after ``n`` such batches in a row the next ``2 ** (n - 1)`` batches do not
             draft at all (as a single request's search skips itself: :mod:`leap.search.runner`); a batch too short
             for its budget to cover one plain step's loss (``loss_budget * max_new_tokens < 1``) is not judged so.
@@ -254,23 +254,31 @@ class BatchDecoder:
         off = guard and self._skips_left > 0  # an earlier batch in a row tripped the budget: no drafting now
         self._skips_left -= int(off)
         lost, budget, paid = 0.0, None, False
+        drafted: set[int] = set()  # drafters whose first drafting step in this batch is behind it
         while not session.done:
             rows = len(session.active)
             policy = self.policy(rows)
             arm = plain_arm if off else policy.choose()
             drafter, cap = arm if isinstance(arm, tuple) else (0, arm)  # (drafter, cap) with several drafters
             committed, seconds = session.step(cap, drafter)
+            # a drafter's first drafting step in a batch is part of its setup, not measured: beginning its rows
+            # (BatchSession.begin_s) and what it defers to its first draft (lowbit's rows take their prompts in
+            # there: on 4 new seed prompts its first step took 0.49 s besides the begin against 0.30 s for the next,
+            # cascade's 0.66 s against 0.28 s, docs/data/batch_first_step.json); judged by it, the drafter's goodput
+            # and the screen's drafting seconds per position come out low. The loss budget leaves it out too
+            setup = cap > 0 and drafter not in drafted
+            drafted |= {drafter} if cap else set()
+            if setup:
+                continue
             # goodput per row: the same choices within one row count, and values a policy seeded from another row
             # count can compare with its own (whole-batch goodput shrinks as rows leave, which would drag the arm
-            # pulled most below the seeded ones); the seconds without beginning the drafter's rows (paid once a batch:
-            # an arm judged by its first step with it would never be pulled again); the loss below leaves them out too
-            policy.update(arm, committed / rows, seconds - session.begin_s, accepted=session.accepted / rows,
-                          draft_s=session.draft_s)
+            # pulled most below the seeded ones)
+            policy.update(arm, committed / rows, seconds, accepted=session.accepted / rows, draft_s=session.draft_s)
             plain = policy.means().get(plain_arm) if guard else None  # a plain step's tokens per row per second
             paid = paid or (guard and policy.pays())  # from then on the budget no longer runs (docstring)
             if plain and not off and not paid:
                 budget = budget or self.loss_budget * max_new_tokens / plain  # of the batch's plain time
-                lost += seconds - session.begin_s - committed / rows / plain
+                lost += seconds - committed / rows / plain
                 off = lost > budget
         # a batch that drafted: did it trip? Only a batch whose budget covers a whole plain step's loss is judged (at
         # 3%, 34 tokens or more): a shorter one (a 16-token warm-up) trips at its first exploratory step, and would

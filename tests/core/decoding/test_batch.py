@@ -525,3 +525,31 @@ def test_each_drafters_best_goodput_over_plain_is_read_from_the_bandit_of_that_r
     fixed = BatchDecoder(tiny_llama, "suffix", num_tokens=4)
     fixed.policy(2)
     assert fixed.goodput_over_plain(2) == {}  # a fixed cap: no bandit, nothing measured
+
+
+def test_a_drafters_first_drafting_step_in_a_batch_is_its_setup_and_not_measured(tiny_llama, monkeypatch):
+    """Beginning a drafter's rows, and what it defers to its first draft (lowbit takes the prompts in there), would
+    make its first step in every batch look slow: the bandit learns from every drafting step but each drafter's first
+    in the batch, and from every plain step (red when the first step is measured)."""
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    updates: list = []
+    update = GoodputBandit.update
+
+    def spy(self, cap, committed, seconds, **kw):
+        updates.append(cap)
+        return update(self, cap, committed, seconds, **kw)
+
+    monkeypatch.setattr(GoodputBandit, "update", spy)
+    decoder = BatchDecoder(tiny_llama, [("suffix", {}), ("prompt-lookup", {})], num_tokens="auto", caps=(0, 2),
+                           screen=False)
+    for _ in range(2):
+        out = decoder.generate([[5, 9, 14, 20, 7, 11, 5, 9], [3, 8, 3, 8, 3, 8]], max_new_tokens=12)
+        measured, begun = [], set()
+        for d, c in zip(out.drafters, out.caps):
+            if c and d not in begun:
+                begun.add(d)  # its first drafting step in the batch: not measured
+            else:
+                measured.append((d if c else 0, c))
+        assert begun and [tuple(a) for a in updates] == measured
+        updates.clear()
