@@ -6,7 +6,8 @@ search with the budget over the options the shipped prior ranks (``memory=prior`
 other seed prompts, 1500+), and lowbit-auto (one drafter, the bandit over caps 0/2/4/8: the fixed choice the search has to match);
 ``-ladder`` variants of the budgeted methods open a drafter's longer caps by the ladder alone (``screen=False``: the ablation
 of the cost-model screen, since b7d040d); ``-plain-bar`` variants screen them against plain decoding, not the best arm
-(``screen="plain"``: the bar's ablation). ``--methods`` picks some (plain always runs).
+(``screen="plain"``: the bar's ablation); ``-no-switching``: every arm explores at every step, a drafter's setup
+mid-batch not counted (``switching=False``). ``--methods`` picks some (plain always runs).
 Usage: python experiments/2026-11-26-batch-search-seed/batch_search_seed.py [B] [--batches N] [--caps 0,4,16] [--methods a,b] [--out FILE.json]"""
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def main() -> None:
                                                             loss_budget=0.03, screen="plain"),
                "search-prior-plain-bar": BatchDecoder(model, ranked, num_tokens="auto", caps=caps, loss_budget=0.03,
                                                       screen="plain"),
-               "lowbit-auto-plain-bar": BatchDecoder(model, "lowbit", num_tokens="auto", screen="plain")}
+               "lowbit-auto-plain-bar": BatchDecoder(model, "lowbit", num_tokens="auto", screen="plain"),
+               "search-loss-budget-no-switching": BatchDecoder(model, specs, num_tokens="auto", caps=caps,
+                                                               loss_budget=0.03, switching=False)}
     if args.methods:
         chosen = {"plain", *args.methods.split(",")}
         unknown = chosen - set(methods)

@@ -28,3 +28,11 @@ def test_a_bandit_finds_the_best_arm():
         counts[arm] += 1
         sums[arm] += float(rng.random() < means[arm])
     assert counts[2] > 300
+
+
+def test_an_arm_that_does_not_explore_competes_with_its_mean_alone():
+    from leap.core.ucb1 import ucb1_choice
+
+    counts, sums = [50, 1], [50 * 0.9, 0.8]  # arm 1: a lower mean, pulled once (a large exploration term)
+    assert ucb1_choice(counts, sums, 0.2) == 1
+    assert ucb1_choice(counts, sums, 0.2, explores=[True, False]) == 0

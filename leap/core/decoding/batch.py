@@ -104,13 +104,17 @@ class BatchDecoder:
             cached) instead of by the ladder's rule, opening a cap only where it is predicted to beat the best arm
             measured so far (True or ``"best"``; ``"plain"``: where it beats plain decoding, the bar's ablation:
             :class:`~leap.core.policies.batch_caps.GoodputBandit`'s ``bar``); False: the ladder alone (the ablation).
+        switching: with several drafters, a drafter's setup in a batch (its rows begun) counts in the bandit's choice:
+            mid-batch only the drafters already begun explore (:meth:`~leap.core.policies.batch_caps.GoodputBandit.choose`);
+            False: the ablation.
     """
 
     def __init__(self, model: LeapModel, drafter: str | type[Drafter] | None = None, *,
                  drafter_kwargs: dict | None = None, layer_config: LayerConfig | None = None,
                  num_tokens: int | str = 16,
                  caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
-                 compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True) -> None:
+                 compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
+                 switching: bool = True) -> None:
         from leap.core.drafters import drafters
 
         self.model, self.stack = model, LayerStack(model)
@@ -151,6 +155,7 @@ class BatchDecoder:
                                 f"(where it beats plain decoding) or false (the ladder alone), got {screen!r}")
         self.loss_budget, self.screen = loss_budget, bool(screen) and num_tokens == "auto"
         self.bar = "plain" if screen == "plain" else "best"  # the screen's bar (GoodputBandit's)
+        self.switching = bool(switching)
         self._fruitless, self._skips_left = 0, 0  # batches in a row that tripped the loss budget; batches to skip
         self._costs = None  # the calibration the screen reads (:meth:`_batch_costs`)
 
@@ -202,7 +207,7 @@ class BatchDecoder:
             policy = self._policies[min(self._policies, key=lambda n: (abs(n - rows), n))].seeded(self._verify_cost(rows))
         else:
             policy = GoodputBandit(drafter_arms(len(self.specs), self.caps) if len(self.specs) > 1 else self.caps,
-                                   verify_cost=self._verify_cost(rows), bar=self.bar)
+                                   verify_cost=self._verify_cost(rows), bar=self.bar, switching=self.switching)
         self._policies[rows] = policy
         return policy
 
@@ -258,7 +263,8 @@ class BatchDecoder:
         while not session.done:
             rows = len(session.active)
             policy = self.policy(rows)
-            arm = plain_arm if off else policy.choose()
+            begun = {d for d, rows_of in enumerate(session.drafter_sets) if rows_of is not None}
+            arm = plain_arm if off else policy.choose(begun)
             drafter, cap = arm if isinstance(arm, tuple) else (0, arm)  # (drafter, cap) with several drafters
             committed, seconds = session.step(cap, drafter)
             # a drafter's first drafting step in a batch is part of its setup, not measured: beginning its rows

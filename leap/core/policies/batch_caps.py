@@ -58,7 +58,7 @@ class FixedCap:
     def __init__(self, cap: int) -> None:
         self.cap = int(cap)
 
-    def choose(self) -> int:
+    def choose(self, begun: set[int] | None = None) -> int:
         return self.cap
 
     def update(self, cap: int, committed: int, seconds: float, **screen: float) -> None:
@@ -97,10 +97,11 @@ class GoodputBandit:
             ``draft_s``.
         bar: what the screen's prediction must reach to open an untried cap: ``"best"``, the best goodput any arm
             has measured so far, or ``"plain"``, plain decoding's (the ablation).
+        switching: with several drafters, mid-batch only the drafters already begun explore (:meth:`choose`).
     """
 
     def __init__(self, caps: Sequence[Arm], c: float = 0.2, *, horizon: int = 8, ladder: bool = True,
-                 verify_cost: Callable[[int], float] | None = None, bar: str = "best") -> None:
+                 verify_cost: Callable[[int], float] | None = None, bar: str = "best", switching: bool = True) -> None:
         self.caps = [tuple(int(v) for v in x) if isinstance(x, tuple) else int(x) for x in caps]
         if not self.caps or len(set(self.caps)) != len(self.caps) or min(_cap(x) for x in self.caps) < 0:
             raise SettingsError(f"caps must be distinct draft-token counts >= 0 (or distinct (drafter, cap) pairs), "
@@ -110,6 +111,7 @@ class GoodputBandit:
         if bar not in ("best", "plain"):
             raise SettingsError(f"the screen's bar is best (the best arm's measured goodput) or plain, got {bar!r}")
         self.c, self.horizon, self.ladder, self.bar = float(c), int(horizon), bool(ladder), bar
+        self.switching = bool(switching)  # a drafter's setup mid-batch counted in the choice (:meth:`choose`)
         self._below = [self._shorter(a) for a in range(len(self.caps))]  # the arm each arm's ladder rests on
         self.counts = [0] * len(self.caps)
         self.tokens = [0.0] * len(self.caps)  # committed by each arm's steps
@@ -191,12 +193,26 @@ class GoodputBandit:
         seconds = step_s * self.verify_cost(1 + k) / self.verify_cost(1) + k * per_position
         return (1.0 + sum(alpha ** i for i in range(1, k + 1))) / seconds
 
-    def choose(self) -> Arm:
+    def choose(self, begun: set[int] | None = None) -> Arm:
+        """The next arm. ``begun``: the drafters this batch has already drafted with (their rows made and begun; None
+        or empty: none yet, or one drafter). Switching to another drafter mid-batch pays its setup -
+        :attr:`~leap.core.decoding.batch_session.BatchSession.begin_s`, which a step's goodput leaves out (up to a
+        second for a llama.cpp context on the project's CPU, a tenth of a batch) - so once one is begun, the others'
+        arms are chosen on their values alone (no exploration term), and one never pulled waits for the next batch's
+        first drafting step, where some drafter's setup is paid whichever is chosen (``switching=False``: the
+        ablation, every arm explores at every step)."""
         tried = [self._value(a) for a, n in enumerate(self.counts) if n]
         scale = max(tried) if tried and max(tried) > 0 else 1.0
-        arms = [a for a in range(len(self.caps)) if self._open(a)]
+        settled = bool(begun) and self.switching
+
+        def setup(a: int) -> bool:  # would this arm begin a drafter now?
+            key = self.caps[a]
+            return settled and isinstance(key, tuple) and key[1] > 0 and key[0] not in begun
+
+        arms = [a for a in range(len(self.caps)) if self._open(a) and not (setup(a) and not self.counts[a])]
         sums = [self._value(a) * self.counts[a] / scale for a in arms]  # UCB1 reads value x pulls
-        return self.caps[arms[ucb1_choice([self.counts[a] for a in arms], sums, self.c)]]
+        explores = [not setup(a) for a in arms]
+        return self.caps[arms[ucb1_choice([self.counts[a] for a in arms], sums, self.c, explores=explores)]]
 
     def update(self, cap: Arm, committed: float, seconds: float, *, accepted: float = 0.0,
                draft_s: float = 0.0) -> None:
@@ -217,7 +233,7 @@ class GoodputBandit:
         gives a batch with a new number of rows, so that the exploration of many arms (a drafter search) is paid once
         per run, not once per row count; ``verify_cost`` is the new row count's."""
         other = GoodputBandit(self.caps, self.c, horizon=self.horizon, ladder=self.ladder, verify_cost=verify_cost,
-                              bar=self.bar)
+                              bar=self.bar, switching=self.switching)
         for arm, n in enumerate(self.counts):
             if n:
                 other.counts[arm], other.tokens[arm], other.seconds[arm] = 1, self._value(arm), 1.0

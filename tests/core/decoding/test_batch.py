@@ -553,3 +553,28 @@ def test_a_drafters_first_drafting_step_in_a_batch_is_its_setup_and_not_measured
                 measured.append((d if c else 0, c))
         assert begun and [tuple(a) for a in updates] == measured
         updates.clear()
+
+def test_the_bandit_is_told_which_drafters_the_batch_has_begun(tiny_llama, monkeypatch):
+    """:meth:`BatchDecoder.generate` passes each step the drafters whose rows are already begun in this batch (red when
+    it passes none: the bandit would explore a new drafter's setup at every step)."""
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    seen: list[tuple[set, object]] = []
+    choose = GoodputBandit.choose
+
+    def spy(self, begun=None):
+        arm = choose(self, begun)
+        seen.append((set(begun or ()), arm))
+        return arm
+
+    monkeypatch.setattr(GoodputBandit, "choose", spy)
+    decoder = BatchDecoder(tiny_llama, [("suffix", {}), ("prompt-lookup", {})], num_tokens="auto", caps=(0, 2),
+                           screen=False)
+    for _ in range(2):
+        decoder.generate([[5, 9, 14, 20, 7, 11, 5, 9], [3, 8, 3, 8, 3, 8]], max_new_tokens=12)
+        batch, seen[:] = list(seen), []
+        expected: set[int] = set()
+        for begun, (drafter, cap) in batch:
+            assert begun == expected
+            expected = expected | ({drafter} if cap else set())
+        assert expected  # some drafter drafted in the batch

@@ -228,3 +228,29 @@ def test_the_screen_opens_an_untried_cap_only_where_it_is_predicted_to_beat_the_
     assert opened("plain") == opened("best") | {(0, 4)}
     with pytest.raises(SettingsError, match="bar"):
         GoodputBandit((0, 2), bar="worst")
+
+
+def test_mid_batch_a_drafter_not_yet_begun_is_switched_to_on_its_value_alone_and_never_first_tried():
+    """Beginning a drafter's rows in a batch costs time a step's goodput leaves out: once one drafter is begun, the
+    others get no exploration term and an untried one waits for a batch's first drafting step (red with
+    ``switching=False``, and red when a begun drafter's value is ignored)."""
+    from leap.core.policies.batch_caps import GoodputBandit, drafter_arms
+
+    def pulls(begun, switching=True, other=14.0):
+        bandit = GoodputBandit(drafter_arms(3, (0, 4)), switching=switching)
+        goodput = {(0, 0): 10.0, (0, 4): 18.0, (1, 4): other, (2, 4): 5.0}  # drafter 2: untried, and a loser
+        for arm in ((0, 0), (0, 4), (0, 4), (1, 4)):
+            bandit.update(arm, committed=goodput[arm], seconds=1.0)
+        out = []
+        for _ in range(60):
+            arm = bandit.choose(begun)
+            out.append(arm)
+            bandit.update(arm, committed=goodput[arm], seconds=1.0)
+        return out
+
+    mid = pulls({0})
+    assert (1, 4) not in mid and (2, 4) not in mid  # drafter 1 loses on its value; drafter 2 waits for a batch start
+    assert pulls({0}, other=30.0)[0] == (1, 4)  # one not begun whose value beats the begun arms' bounds: switched to
+    assert pulls(set())[0] == (2, 4)  # a batch's first drafting step: the untried drafter first
+    free = pulls({0}, switching=False)
+    assert free[0] == (2, 4) and (1, 4) in free  # the ablation: everything explores at every step
