@@ -198,9 +198,10 @@ class GoodputBandit:
         or empty: none yet, or one drafter). Switching to another drafter mid-batch pays its setup -
         :attr:`~leap.core.decoding.batch_session.BatchSession.begin_s`, which a step's goodput leaves out (up to a
         second for a llama.cpp context on the project's CPU, a tenth of a batch) - so once one is begun, the others'
-        arms are chosen on their values alone (no exploration term), and one never pulled waits for the next batch's
-        first drafting step, where some drafter's setup is paid whichever is chosen (``switching=False``: the
-        ablation, every arm explores at every step)."""
+        tried arms are chosen on their values alone (no exploration term); their exploration waits for a batch's first
+        drafting step, where some drafter's setup is paid whichever is chosen. An arm never pulled is still pulled at
+        once (deferring it to a batch's start spent whole batches on one untried drafter each, the first chosen).
+        ``switching=False``: the ablation, every arm explores at every step."""
         tried = [self._value(a) for a, n in enumerate(self.counts) if n]
         scale = max(tried) if tried and max(tried) > 0 else 1.0
         settled = bool(begun) and self.switching
@@ -209,7 +210,7 @@ class GoodputBandit:
             key = self.caps[a]
             return settled and isinstance(key, tuple) and key[1] > 0 and key[0] not in begun
 
-        arms = [a for a in range(len(self.caps)) if self._open(a) and not (setup(a) and not self.counts[a])]
+        arms = [a for a in range(len(self.caps)) if self._open(a)]
         sums = [self._value(a) * self.counts[a] / scale for a in arms]  # UCB1 reads value x pulls
         explores = [not setup(a) for a in arms]
         return self.caps[arms[ucb1_choice([self.counts[a] for a in arms], sums, self.c, explores=explores)]]

@@ -232,8 +232,7 @@ def test_the_screen_opens_an_untried_cap_only_where_it_is_predicted_to_beat_the_
 
 def test_mid_batch_a_drafter_not_yet_begun_is_switched_to_on_its_value_alone_and_never_first_tried():
     """Beginning a drafter's rows in a batch costs time a step's goodput leaves out: once one drafter is begun, the
-    others get no exploration term and an untried one waits for a batch's first drafting step (red with
-    ``switching=False``, and red when a begun drafter's value is ignored)."""
+    others' tried arms get no exploration term (red with ``switching=False``); an untried arm is still tried at once."""
     from leap.core.policies.batch_caps import GoodputBandit, drafter_arms
 
     def pulls(begun, switching=True, other=14.0):
@@ -249,8 +248,9 @@ def test_mid_batch_a_drafter_not_yet_begun_is_switched_to_on_its_value_alone_and
         return out
 
     mid = pulls({0})
-    assert (1, 4) not in mid and (2, 4) not in mid  # drafter 1 loses on its value; drafter 2 waits for a batch start
-    assert pulls({0}, other=30.0)[0] == (1, 4)  # one not begun whose value beats the begun arms' bounds: switched to
-    assert pulls(set())[0] == (2, 4)  # a batch's first drafting step: the untried drafter first
+    assert mid[0] == (2, 4) and (1, 4) not in mid  # the untried arm at once; drafter 1 loses on its value alone
+    assert (2, 4) not in mid[1:]  # tried and lost: not explored again mid-batch
+    assert pulls({0}, other=30.0)[1] == (1, 4)  # one not begun whose value beats the begun arms' bounds: switched to
+    assert (1, 4) in pulls(set()) and (1, 4) in pulls({0, 1})  # at a batch's first drafting step, or begun: explored
     free = pulls({0}, switching=False)
-    assert free[0] == (2, 4) and (1, 4) in free  # the ablation: everything explores at every step
+    assert (1, 4) in free  # the ablation: everything explores at every step
