@@ -198,17 +198,19 @@ class GoodputBandit:
         or empty: none yet, or one drafter). Switching to another drafter mid-batch pays its setup -
         :attr:`~leap.core.decoding.batch_session.BatchSession.begin_s`, which a step's goodput leaves out (up to a
         second for a llama.cpp context on the project's CPU, a tenth of a batch) - so once one is begun, the others'
-        tried arms are chosen on their values alone (no exploration term); their exploration waits for a batch's first
-        drafting step, where some drafter's setup is paid whichever is chosen. An arm never pulled is still pulled at
-        once (deferring it to a batch's start spent whole batches on one untried drafter each, the first chosen).
-        ``switching=False``: the ablation, every arm explores at every step."""
+        tried arms are chosen on their values alone (no exploration term) unless one is the best arm so far (to
+        exploit it is worth its setup); their exploration waits for a batch's first drafting step, where some drafter's
+        setup is paid whichever is chosen. An arm never pulled is still pulled at once (deferring it to a batch's start
+        spent whole batches on one untried drafter each, the first chosen; so did leaving the best arm without its
+        exploration term while a begun loser kept its own). ``switching=False``: the ablation."""
         tried = [self._value(a) for a, n in enumerate(self.counts) if n]
         scale = max(tried) if tried and max(tried) > 0 else 1.0
         settled = bool(begun) and self.switching
 
-        def setup(a: int) -> bool:  # would this arm begin a drafter now?
+        def setup(a: int) -> bool:  # would pulling this arm now begin a drafter only to explore it?
             key = self.caps[a]
-            return settled and isinstance(key, tuple) and key[1] > 0 and key[0] not in begun
+            return (settled and isinstance(key, tuple) and key[1] > 0 and key[0] not in begun
+                    and self.counts[a] > 0 and self._value(a) < scale)
 
         arms = [a for a in range(len(self.caps)) if self._open(a)]
         sums = [self._value(a) * self.counts[a] / scale for a in arms]  # UCB1 reads value x pulls

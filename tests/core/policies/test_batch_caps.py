@@ -254,3 +254,8 @@ def test_mid_batch_a_drafter_not_yet_begun_is_switched_to_on_its_value_alone_and
     assert (1, 4) in pulls(set()) and (1, 4) in pulls({0, 1})  # at a batch's first drafting step, or begun: explored
     free = pulls({0}, switching=False)
     assert (1, 4) in free  # the ablation: everything explores at every step
+    # the best arm belongs to a drafter not begun (a loser was begun first): it keeps its exploration term, and wins
+    bandit = GoodputBandit(drafter_arms(2, (0, 4)))
+    for arm, tokens in (((0, 0), 10.0), ((0, 4), 14.0), ((1, 4), 17.0), ((1, 4), 17.0)):
+        bandit.update(arm, committed=tokens, seconds=1.0)
+    assert bandit.choose({0}) == (1, 4)
