@@ -554,6 +554,7 @@ def test_a_drafters_first_drafting_step_in_a_batch_is_its_setup_and_not_measured
         assert begun and [tuple(a) for a in updates] == measured
         updates.clear()
 
+
 def test_the_bandit_is_told_which_drafters_the_batch_has_begun(tiny_llama, monkeypatch):
     """:meth:`BatchDecoder.generate` passes each step the drafters whose rows are already begun in this batch (red when
     it passes none: the bandit would explore a new drafter's setup at every step)."""
