@@ -7,7 +7,8 @@ other seed prompts, 1500+), and lowbit-auto (one drafter, the bandit over caps 0
 ``-ladder`` variants of the budgeted methods open a drafter's longer caps by the ladder alone (``screen=False``: the ablation
 of the cost-model screen, since b7d040d); ``-plain-bar`` variants screen them against plain decoding, not the best arm
 (``screen="plain"``: the bar's ablation); ``-no-switching``: every arm explores at every step, a drafter's setup
-mid-batch not counted (``switching=False``). ``--methods`` picks some (plain always runs).
+mid-batch not counted (``switching=False``); ``-as-before``: all three batch-bandit changes of 2026-11-27 off (the bar at
+plain, no switching rule, a drafter's first step in a batch measured). ``--methods`` picks some (plain always runs).
 Usage: python experiments/2026-11-26-batch-search-seed/batch_search_seed.py [B] [--batches N] [--caps 0,4,16] [--methods a,b] [--out FILE.json]"""
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ def main() -> None:
                                                       screen="plain"),
                "lowbit-auto-plain-bar": BatchDecoder(model, "lowbit", num_tokens="auto", screen="plain"),
                "search-loss-budget-no-switching": BatchDecoder(model, specs, num_tokens="auto", caps=caps,
-                                                               loss_budget=0.03, switching=False)}
+                                                               loss_budget=0.03, switching=False),
+               "search-loss-budget-as-before": BatchDecoder(model, specs, num_tokens="auto", caps=caps,
+                                                            loss_budget=0.03, screen="plain", switching=False,
+                                                            first_step_setup=False)}
     if args.methods:
         chosen = {"plain", *args.methods.split(",")}
         unknown = chosen - set(methods)

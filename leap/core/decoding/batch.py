@@ -107,6 +107,8 @@ class BatchDecoder:
         switching: with several drafters, a drafter's setup in a batch (its rows begun) counts in the bandit's choice:
             mid-batch only the drafters already begun explore (:meth:`~leap.core.policies.batch_caps.GoodputBandit.choose`);
             False: the ablation.
+        first_step_setup: a drafter's first drafting step in a batch is setup, not measured (:meth:`generate`); False:
+            measured like the others (the ablation).
     """
 
     def __init__(self, model: LeapModel, drafter: str | type[Drafter] | None = None, *,
@@ -114,7 +116,7 @@ class BatchDecoder:
                  num_tokens: int | str = 16,
                  caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
-                 switching: bool = True) -> None:
+                 switching: bool = True, first_step_setup: bool = True) -> None:
         from leap.core.drafters import drafters
 
         self.model, self.stack = model, LayerStack(model)
@@ -155,7 +157,7 @@ class BatchDecoder:
                                 f"(where it beats plain decoding) or false (the ladder alone), got {screen!r}")
         self.loss_budget, self.screen = loss_budget, bool(screen) and num_tokens == "auto"
         self.bar = "plain" if screen == "plain" else "best"  # the screen's bar (GoodputBandit's)
-        self.switching = bool(switching)
+        self.switching, self.first_step_setup = bool(switching), bool(first_step_setup)
         self._fruitless, self._skips_left = 0, 0  # batches in a row that tripped the loss budget; batches to skip
         self._costs = None  # the calibration the screen reads (:meth:`_batch_costs`)
 
@@ -272,7 +274,7 @@ class BatchDecoder:
             # there: on 4 new seed prompts its first step took 0.49 s besides the begin against 0.30 s for the next,
             # cascade's 0.66 s against 0.28 s, docs/data/batch_first_step.json); judged by it, the drafter's goodput
             # and the screen's drafting seconds per position come out low. The loss budget leaves it out too
-            setup = cap > 0 and drafter not in drafted
+            setup = self.first_step_setup and cap > 0 and drafter not in drafted
             drafted |= {drafter} if cap else set()
             if setup:
                 continue

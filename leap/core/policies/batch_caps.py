@@ -32,7 +32,7 @@ prediction may open a cap two rungs up, and closes a rung whose shorter cap paid
 acceptance is counted over every row, a goodput over one step's clock). Against the best arm, not plain decoding,
 because every untried arm is pulled as soon as it opens and each later pull of a loser is a step not spent on the
 best: against plain, a drafter that copies now and then (prompt lookup, about plain's goodput) climbed its caps 2, 4,
-8 and 16 in a row mid-run while ``lowbit`` paid 1.7 times plain (``docs/data/regret/b4-t0``), and on leap's seed
+8 and 16 in a row mid-run while ``lowbit`` paid 1.7 times plain (``docs/data/regret-6bd5159/b4-t0``), and on leap's seed
 prompts at B = 4 the drafter search reached 1.29 times plain batched decoding with that bar, 1.44 with the best arm's
 (``docs/data/batch_search_seed_b4_bar.json``).
 
