@@ -44,7 +44,7 @@ class BatchSearch:
 
     def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
                  caps: Sequence[int] = (0, 2, 4, 8, 16), loss_budget: float | None = None,
-                 screen: bool | str = True, switching: bool = True) -> None:
+                 screen: bool | str = True, switching: bool = False) -> None:
         self.model, self.memory = model, memory
         self.options = batch_options(options, model)
         self.caps, self.loss_budget, self.screen = tuple(int(c) for c in caps), loss_budget, screen

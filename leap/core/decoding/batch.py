@@ -116,7 +116,7 @@ class BatchDecoder:
                  num_tokens: int | str = 16,
                  caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
-                 switching: bool = True, first_step_setup: bool = True) -> None:
+                 switching: bool = False, first_step_setup: bool = False) -> None:
         from leap.core.drafters import drafters
 
         self.model, self.stack = model, LayerStack(model)
@@ -156,7 +156,7 @@ class BatchDecoder:
             raise SettingsError(f"screen is true or best (caps opened where the cost model beats the best arm), plain "
                                 f"(where it beats plain decoding) or false (the ladder alone), got {screen!r}")
         self.loss_budget, self.screen = loss_budget, bool(screen) and num_tokens == "auto"
-        self.bar = "plain" if screen == "plain" else "best"  # the screen's bar (GoodputBandit's)
+        self.bar = "best" if screen == "best" else "plain"  # the screen's bar (GoodputBandit's)
         self.switching, self.first_step_setup = bool(switching), bool(first_step_setup)
         self._fruitless, self._skips_left = 0, 0  # batches in a row that tripped the loss budget; batches to skip
         self._costs = None  # the calibration the screen reads (:meth:`_batch_costs`)

@@ -101,7 +101,7 @@ class GoodputBandit:
     """
 
     def __init__(self, caps: Sequence[Arm], c: float = 0.2, *, horizon: int = 8, ladder: bool = True,
-                 verify_cost: Callable[[int], float] | None = None, bar: str = "best", switching: bool = True) -> None:
+                 verify_cost: Callable[[int], float] | None = None, bar: str = "plain", switching: bool = False) -> None:
         self.caps = [tuple(int(v) for v in x) if isinstance(x, tuple) else int(x) for x in caps]
         if not self.caps or len(set(self.caps)) != len(self.caps) or min(_cap(x) for x in self.caps) < 0:
             raise SettingsError(f"caps must be distinct draft-token counts >= 0 (or distinct (drafter, cap) pairs), "
