@@ -24,8 +24,8 @@ Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VA
 Batches (``leap bench --batch-size B``): :meth:`BenchMethod.run_batch` decodes B prompts together; ``ar``, the
 drafters without layers and ``layer-skip`` with its ``config`` can (:class:`leap.core.decoding.batch.BatchDecoder`),
 ``batch_cap=N|auto`` the draft tokens per row and step (auto: a bandit over caps, 0 included, rewarded by measured
-goodput; ``batch_screen=false``: its longer caps opened by the ladder alone, not the cost model; ``plain``: by the cost
-model against plain decoding, not the best arm); ``leap-drafters`` searches drafters at batch level (a goodput bandit
+goodput; ``batch_screen=false``: its longer caps opened by the ladder alone, not the cost model; ``best``: by the cost
+model against the best arm, not plain decoding); ``leap-drafters`` searches drafters at batch level (a goodput bandit
 over (drafter, cap) arms, :meth:`SearchMethod.run_batch`); every other method refuses, and the harness records that.
 """
 
@@ -175,7 +175,7 @@ class SearchMethod(BenchMethod):
         self._model, self._options, self._batch = model, drafters, None  # run_batch's (a BatchSearch)
         self._batch_caps = tuple(int(c) for c in (batch_caps.split(";") if isinstance(batch_caps, str) else batch_caps))
         self._loss_budget = options.loss_budget if loss_budget is None else float(loss_budget)  # per batch too
-        self._batch_screen, self._batch_switching = batch_screen, bool(batch_switching)  # BatchDecoder's
+        self._batch_screen, self._batch_switching = batch_screen, bool(batch_switching)  # BatchDecoder's (off)
         if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start, kept across the run), prior (the "
                                 f"same from the prior leap ships: leap/data/search_memory), first (every request a new "
@@ -215,7 +215,7 @@ class SearchMethod(BenchMethod):
         (drafter, chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default 0,
         2, 4, 8 and 16; ``--method-arg leap-drafters:batch_caps='0;8'``) are the caps, ``batch_screen``
         (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``screen``) how untried caps open, ``batch_switching``
-        (its ``switching``; false: the ablation) whether mid-batch only begun drafters explore, and the search's
+        (its ``switching``, off) whether mid-batch only begun drafters explore, and the search's
         ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its batch set ranks the
         drafters before the first batch and learns after each (what single requests measured is not read)."""
         if self._batch is None:

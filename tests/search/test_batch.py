@@ -21,11 +21,11 @@ def test_every_row_of_the_batch_search_is_its_prompt_decoded_alone(tiny_llama):
     for _ in range(2):  # the bandit kept across batches
         out = search.generate(PROMPTS, max_new_tokens=12)
         assert [r.token_ids for r in out.rows] == [r.token_ids for r in plain.rows]
-    assert search.decoder.switching and search.decoder.bar == "best"  # the defaults reach the bandit
-    ablation = BatchSearch(tiny_llama, OPTIONS, caps=(0, 2), screen="plain", switching=False)
-    ablation.generate(PROMPTS[:1], max_new_tokens=4)
-    bandit = ablation.decoder.policy(1)
-    assert not bandit.switching and bandit.bar == "plain"
+    assert not search.decoder.switching and search.decoder.bar == "plain"  # the defaults reach the bandit
+    variant = BatchSearch(tiny_llama, OPTIONS, caps=(0, 2), screen="best", switching=True)
+    variant.generate(PROMPTS[:1], max_new_tokens=4)
+    bandit = variant.decoder.policy(1)
+    assert bandit.switching and bandit.bar == "best"
     with pytest.raises(SettingsError, match="batch"):
         BatchSearch(tiny_llama, ["layer-skip"]).generate(PROMPTS, max_new_tokens=4)
 

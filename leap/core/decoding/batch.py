@@ -101,14 +101,14 @@ class BatchDecoder:
         screen: with ``num_tokens="auto"``, the bandit opens a drafter's untried caps by the cost model (the
             acceptance and drafting seconds its pulled caps measured, verification's cost per batch size from
             calibration: :func:`~leap.core.decoding.calibrate.batch_calibration_for`, measured on first use and
-            cached) instead of by the ladder's rule, opening a cap only where it is predicted to beat the best arm
-            measured so far (True or ``"best"``; ``"plain"``: where it beats plain decoding, the bar's ablation:
+            cached) instead of by the ladder's rule, opening a cap only where it is predicted to beat plain decoding
+            (True or ``"plain"``; ``"best"``: where it beats the best arm pulled so far:
             :class:`~leap.core.policies.batch_caps.GoodputBandit`'s ``bar``); False: the ladder alone (the ablation).
-        switching: with several drafters, a drafter's setup in a batch (its rows begun) counts in the bandit's choice:
-            mid-batch only the drafters already begun explore (:meth:`~leap.core.policies.batch_caps.GoodputBandit.choose`);
-            False: the ablation.
-        first_step_setup: a drafter's first drafting step in a batch is setup, not measured (:meth:`generate`); False:
-            measured like the others (the ablation).
+        switching: with several drafters, count a drafter's setup in a batch (its rows begun) in the bandit's choice:
+            mid-batch only the drafters already begun explore (:meth:`~leap.core.policies.batch_caps.GoodputBandit.choose`).
+            Off by default, as are ``screen="best"`` and ``first_step_setup``: together they did not pay.
+        first_step_setup: a drafter's first drafting step in a batch is its setup, not measured (:meth:`generate`);
+            off: measured like the others.
     """
 
     def __init__(self, model: LeapModel, drafter: str | type[Drafter] | None = None, *,
@@ -269,7 +269,7 @@ class BatchDecoder:
             arm = plain_arm if off else policy.choose(begun)
             drafter, cap = arm if isinstance(arm, tuple) else (0, arm)  # (drafter, cap) with several drafters
             committed, seconds = session.step(cap, drafter)
-            # a drafter's first drafting step in a batch is part of its setup, not measured: beginning its rows
+            # with first_step_setup, a drafter's first drafting step in a batch is its setup, not measured: its rows
             # (BatchSession.begin_s) and what it defers to its first draft (lowbit's rows take their prompts in
             # there: on 4 new seed prompts its first step took 0.49 s besides the begin against 0.30 s for the next,
             # cascade's 0.66 s against 0.28 s, docs/data/batch_first_step.json); judged by it, the drafter's goodput
@@ -280,13 +280,15 @@ class BatchDecoder:
                 continue
             # goodput per row: the same choices within one row count, and values a policy seeded from another row
             # count can compare with its own (whole-batch goodput shrinks as rows leave, which would drag the arm
-            # pulled most below the seeded ones)
-            policy.update(arm, committed / rows, seconds, accepted=session.accepted / rows, draft_s=session.draft_s)
+            # pulled most below the seeded ones); the seconds without beginning the drafter's rows (paid once a batch:
+            # an arm judged by its first step with it would never be pulled again); the loss below leaves them out too
+            policy.update(arm, committed / rows, seconds - session.begin_s, accepted=session.accepted / rows,
+                          draft_s=session.draft_s)
             plain = policy.means().get(plain_arm) if guard else None  # a plain step's tokens per row per second
             paid = paid or (guard and policy.pays())  # from then on the budget no longer runs (docstring)
             if plain and not off and not paid:
                 budget = budget or self.loss_budget * max_new_tokens / plain  # of the batch's plain time
-                lost += seconds - committed / rows / plain
+                lost += seconds - session.begin_s - committed / rows / plain
                 off = lost > budget
         # a batch that drafted: did it trip? Only a batch whose budget covers a whole plain step's loss is judged (at
         # 3%, 34 tokens or more): a shorter one (a 16-token warm-up) trips at its first exploratory step, and would

@@ -25,16 +25,15 @@ untried caps ``k`` is predicted - ``1 + a(k)`` tokens a row, ``a(k) = alpha + ..
 acceptance ``alpha`` that explains the accepted drafts its pulled caps measured (a geometric chain), over a plain step's
 measured seconds times ``verify_cost(1 + k)`` (the calibrated cost of verifying ``1 + k`` tokens a row against one,
 at this batch's rows: :meth:`~leap.core.runtime.costs.Calibration.verify_rows`) plus ``k`` times its measured
-drafting seconds per chain position - and opened only where that beats every arm pulled so far, as the same model
-predicts them (plain decoding's measured goodput among them) (``bar="best"``, the default; ``bar="plain"``: plain
-decoding's alone, the ablation). It replaces the ladder's rule (the
-prediction may open a cap two rungs up, and closes a rung whose shorter cap paid only by noise in one step's goodput:
-acceptance is counted over every row, a goodput over one step's clock). Against the best arm, not plain decoding,
-because every untried arm is pulled as soon as it opens and each later pull of a loser is a step not spent on the
-best: against plain, a drafter that copies now and then (prompt lookup, about plain's goodput) climbed its caps 2, 4,
-8 and 16 in a row mid-run while ``lowbit`` paid 1.7 times plain (``docs/data/regret-6bd5159/b4-t0``), and on leap's seed
-prompts at B = 4 the drafter search reached 1.29 times plain batched decoding with that bar, 1.44 with the best arm's
-(``docs/data/batch_search_seed_b4_bar.json``).
+drafting seconds per chain position - and opened only where that beats plain decoding's measured goodput
+(``bar="plain"``, the default). It replaces the ladder's rule (the prediction may open a cap two rungs up, and closes a
+rung whose shorter cap paid only by noise in one step's goodput: acceptance is counted over every row, a goodput over
+one step's clock). ``bar="best"`` opens a cap only where it beats every arm pulled so far as the same model predicts
+them: against plain, a drafter that copies now and then (prompt lookup, about plain's goodput) climbed its caps 2, 4,
+8 and 16 in a row mid-run while ``lowbit`` paid 1.7 times plain (``docs/data/regret/b4-t0``). Alone it helped
+on leap's seed prompts at B = 4 (1.44x plain batched decoding against 1.29x: ``docs/data/batch_search_seed_b4_bar.json``);
+with :meth:`GoodputBandit.choose`'s ``switching`` it did not pay, so it is off (the records:
+``experiments/2026-11-26-batch-search-seed/NOTES.md``).
 
 Who calls what: :class:`leap.core.decoding.batch.BatchDecoder` calls :meth:`choose` before each step and
 :meth:`update` after it.
@@ -97,7 +96,7 @@ class GoodputBandit:
             ``draft_s``.
         bar: what the screen's prediction must reach to open an untried cap: ``"best"``, the best goodput any arm
             has measured so far, or ``"plain"``, plain decoding's (the ablation).
-        switching: with several drafters, mid-batch only the drafters already begun explore (:meth:`choose`).
+        switching: with several drafters, mid-batch only the drafters already begun explore (:meth:`choose`); off.
     """
 
     def __init__(self, caps: Sequence[Arm], c: float = 0.2, *, horizon: int = 8, ladder: bool = True,
@@ -202,7 +201,10 @@ class GoodputBandit:
         exploit it is worth its setup); their exploration waits for a batch's first drafting step, where some drafter's
         setup is paid whichever is chosen. An arm never pulled is still pulled at once (deferring it to a batch's start
         spent whole batches on one untried drafter each, the first chosen; so did leaving the best arm without its
-        exploration term while a begun loser kept its own). ``switching=False``: the ablation."""
+        exploration term while a begun loser kept its own). Only with ``switching=True``, off by default: with the
+        best-arm bar and a drafter's first step unmeasured, on leap's seed prompts the search reached 1.29x plain
+        batched decoding at B = 4 (1.24x without the three) and 0.86x at B = 8 (0.94x without), ``lowbit-auto``
+        1.58x and 1.06x (``docs/data/batch_search_seed_b4_as_before.json``, ``..._b8_as_before.json``)."""
         tried = [self._value(a) for a, n in enumerate(self.counts) if n]
         scale = max(tried) if tried and max(tried) > 0 else 1.0
         settled = bool(begun) and self.switching

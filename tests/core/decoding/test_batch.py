@@ -542,7 +542,7 @@ def test_a_drafters_first_drafting_step_in_a_batch_is_its_setup_and_not_measured
 
     monkeypatch.setattr(GoodputBandit, "update", spy)
     decoder = BatchDecoder(tiny_llama, [("suffix", {}), ("prompt-lookup", {})], num_tokens="auto", caps=(0, 2),
-                           screen=False)
+                           screen=False, first_step_setup=True)  # off by default
     for _ in range(2):
         out = decoder.generate([[5, 9, 14, 20, 7, 11, 5, 9], [3, 8, 3, 8, 3, 8]], max_new_tokens=12)
         measured, begun = [], set()

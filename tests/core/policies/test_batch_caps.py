@@ -235,7 +235,7 @@ def test_mid_batch_a_drafter_not_yet_begun_is_switched_to_on_its_value_alone_and
     others' tried arms get no exploration term (red with ``switching=False``); an untried arm is still tried at once."""
     from leap.core.policies.batch_caps import GoodputBandit, drafter_arms
 
-    def pulls(begun, switching=True, other=14.0):
+    def pulls(begun, switching=True, other=14.0):  # switching is off by default: on here, then the default
         bandit = GoodputBandit(drafter_arms(3, (0, 4)), switching=switching)
         goodput = {(0, 0): 10.0, (0, 4): 18.0, (1, 4): other, (2, 4): 5.0}  # drafter 2: untried, and a loser
         for arm in ((0, 0), (0, 4), (0, 4), (1, 4)):
@@ -252,10 +252,10 @@ def test_mid_batch_a_drafter_not_yet_begun_is_switched_to_on_its_value_alone_and
     assert (2, 4) not in mid[1:]  # tried and lost: not explored again mid-batch
     assert pulls({0}, other=30.0)[1] == (1, 4)  # one not begun whose value beats the begun arms' bounds: switched to
     assert (1, 4) in pulls(set()) and (1, 4) in pulls({0, 1})  # at a batch's first drafting step, or begun: explored
-    free = pulls({0}, switching=False)
+    free = pulls({0}, switching=GoodputBandit((0,)).switching)
     assert (1, 4) in free  # the ablation: everything explores at every step
     # the best arm belongs to a drafter not begun (a loser was begun first): it keeps its exploration term, and wins
-    bandit = GoodputBandit(drafter_arms(2, (0, 4)))
+    bandit = GoodputBandit(drafter_arms(2, (0, 4)), switching=True)
     for arm, tokens in (((0, 0), 10.0), ((0, 4), 14.0), ((1, 4), 17.0), ((1, 4), 17.0)):
         bandit.update(arm, committed=tokens, seconds=1.0)
     assert bandit.choose({0}) == (1, 4)
