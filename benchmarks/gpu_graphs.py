@@ -127,12 +127,12 @@ def main() -> None:
             row.update(forward_ratios(model, args.rounds))
             print(json.dumps(row), flush=True)
             record["runs"].append(row)
+            if args.out:  # after every cell: a run stopped at its time limit keeps the cells it finished
+                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.out).write_text(json.dumps(record, indent=1))
             del model
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(record, indent=1))
 
 
 if __name__ == "__main__":

@@ -215,6 +215,24 @@ class Bench:
                         method.run(batch[0], max_new_tokens=s.warmup_tokens, temperature=0.0, seed=s.seed)
                 except Exception:  # noqa: BLE001 - the measured run records the failure
                     pass
+        longest = [m for m in self.methods.values() if m.warms_up_at_run_length and "batch" not in self.rows[0]]
+        if longest and s.warmup:
+            self._warm_up_at_run_length(longest, batch[0])
+
+    def _warm_up_at_run_length(self, methods: list[BenchMethod], own: list[int]) -> None:
+        """One more untimed call of each of ``methods`` (``BenchMethod.warms_up_at_run_length``: hf-static, whose
+        compiled step is sized by the longest call so far): the harness's own prompt repeated to the length of the
+        longest evaluated first turn, at the run's ``max_new_tokens``. Only the evaluated prompts' lengths are read,
+        never their text; a later turn longer than every first turn can still cost one compilation."""
+        s = self.settings
+        length = max(len(self.model.encode_messages([{"role": "user", "content": row["turns"][0]}], chat=s.chat))
+                     for row in self.rows if row.get("turns"))
+        ids = (own * (length // len(own) + 1))[:length]
+        for method in methods:
+            try:
+                method.run(ids, max_new_tokens=s.max_new_tokens, temperature=0.0, seed=s.seed)
+            except Exception:  # noqa: BLE001 - the measured run records the failure
+                pass
 
     def _conversation(self, row: dict, temperature: float, run: int, name: str, method: BenchMethod,
                       done: set, bar: Any) -> None:

@@ -94,6 +94,10 @@ class BenchMethod:
     --batch-size B``) decodes several prompts together, where the method can."""
 
     name = "base"
+    #: True for a method whose first call at a longer prompt or budget compiles (transformers' static cache sizes
+    #: itself to the longest call so far and recompiles when it grows): the harness warms it up once more on a prompt
+    #: of its own as long as the longest evaluated one, at the run's ``max_new_tokens``, so that no timed call pays it
+    warms_up_at_run_length = False
 
     def run(self, ids: list[int], *, max_new_tokens: int, temperature: float, seed: int) -> MethodResult:
         raise NotImplementedError
@@ -255,6 +259,7 @@ class TransformersPeer(BenchMethod):
                  **generate_kwargs: Any) -> None:  # count_steps=False: one forward a token (a hook breaks compiling)
         self.name, self.model, self.generate_kwargs, self.stock = name, model, generate_kwargs, stock
         self.count_steps = count_steps
+        self.warms_up_at_run_length = generate_kwargs.get("cache_implementation") == "static"
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
         hf, calls = self.model.hf_model, [0]

@@ -333,3 +333,37 @@ def test_the_warm_up_never_runs_an_evaluation_prompt(tiny_llama, tmp_path, batch
     evaluated = [encode(r["turns"][0]) for r in ROWS]
     assert seen[:batch_size] == warm[:batch_size]  # the warm-up came first, on the harness's own prompts
     assert not any(ids in evaluated for ids in seen[:batch_size]) and any(ids in evaluated for ids in seen[batch_size:])
+
+
+def test_a_method_that_compiles_per_length_is_warmed_up_at_the_runs_longest_prompt(tiny_llama, tmp_path):
+    """hf-static's static cache is sized by the longest call so far and recompiles when it grows: one untimed call at
+    the longest evaluated first turn's length and the run's max_new_tokens keeps that out of every timed call; on the
+    harness's own text, and only for methods that declare it."""
+    from leap.bench.harness import WARM_UP_PROMPTS
+    from leap.bench.methods import make_method
+
+    calls: dict[str, list[tuple[int, int]]] = {"compiles": [], "plain": []}
+
+    class Recording(BenchMethod):
+        def __init__(self, inner, label, compiles):
+            self.inner, self.label, self.warms_up_at_run_length = inner, label, compiles
+
+        def run(self, ids, **kw):
+            calls[self.label].append((len(ids), kw["max_new_tokens"]))
+            return self.inner.run(ids, **kw)
+
+    bench_methods.add("compiles", lambda model, options: Recording(make_method("ar", model, options), "compiles", True))
+    bench_methods.add("plain", lambda model, options: Recording(make_method("ar", model, options), "plain", False))
+    rows = [*ROWS, {"question_id": "q3", "category": "alpha", "turns": [" ".join(f"w{4 + i % 9}" for i in range(40))]}]
+    try:
+        Bench(tiny_llama, rows, settings(methods=["compiles", "plain"], warmup=1), tmp_path, progress=False).run()
+    finally:
+        bench_methods.remove("compiles")
+        bench_methods.remove("plain")
+    longest = max(len(tiny_llama.encode_messages([{"role": "user", "content": r["turns"][0]}], chat=False))
+                  for r in rows)
+    assert longest > len(tiny_llama.encode_messages([{"role": "user", "content": WARM_UP_PROMPTS[0]}], chat=False))
+    assert calls["compiles"][1] == (longest, 12)  # after the usual warm-up call, before the timed ones
+    assert (longest, 12) not in calls["plain"][:1] and len(calls["plain"]) == len(calls["compiles"]) - 1
+    assert make_method("hf-static", tiny_llama).warms_up_at_run_length
+    assert not make_method("hf-pld", tiny_llama).warms_up_at_run_length

@@ -30,12 +30,12 @@ def _tree(draw, n: int) -> list[int]:
     return [draw(st.integers(0, i - 1)) for i in range(1, n + 1)]
 
 
-def _tree_inputs(parents: list[int], base: int, dtype):
+def _tree_inputs(parents: list[int], base: int, dtype, device="cpu"):
     depth = [0]
     for p in parents:
         depth.append(depth[p] + 1)
     n = len(parents) + 1
-    mask = torch.full((1, 1, n, base + n), torch.finfo(dtype).min, dtype=dtype)
+    mask = torch.full((1, 1, n, base + n), torch.finfo(dtype).min, dtype=dtype, device=device)
     mask[..., :base] = 0
     for i in range(n):
         j = i
@@ -91,7 +91,7 @@ def _replay(stack: LayerStack, prefill: int, steps, ids) -> list[torch.Tensor]:
                 run(stack.embed(tokens), stack.full_plan, committed)
                 committed += accept + 1
             else:
-                positions, mask = _tree_inputs(parents, committed, stack.dtype)
+                positions, mask = _tree_inputs(parents, committed, stack.dtype, stack.device)
                 run(stack.embed(tokens), stack.full_plan, committed, positions=positions, mask=mask)
                 stack.keep(cache, committed + 1, [committed + r for r in accept])
                 committed += len(accept) + 1
