@@ -23,7 +23,7 @@ if part graphs; then
 fi
 part real || exit 0
 echo "== the default model, 13 Spec-Bench prompts" | tee -a "$LOG"
-timeout "${REAL_S:-150}" python3 -m leap bench --device cuda --dtype float32 --num-prompts 1 --first-turn-only \
+timeout "${REAL_S:-240}" python3 -m leap bench --device cuda --dtype float32 --num-prompts 1 --first-turn-only \
   --methods ar,hf-static,suffix,leap,leap-drafters --max-new-tokens 128 --quiet --out "$OUT/real" 2>&1 | tail -5 | tee -a "$LOG"
 python3 -m leap report "$OUT/real" 2>&1 | tee -a "$LOG"
 python3 -m leap report "$OUT/real" --baseline hf-static 2>&1 | tee -a "$LOG"
