@@ -8,11 +8,37 @@
 #    plain decoding, lowbit fixed at its defaults, the search from an empty memory (leap-drafters) and from the shipped
 #    prior (leap-drafters-prior, memory=prior: in memory only, learning over the run). The records'
 #    search_memory_at_start says which memory each started from.
-# Usage: bash benchmarks/search_prior.sh OUT_DIR
+# 3. PRIOR=batches: the prior's batch set alone (SearchMemory's "batches": what a drafter's best arm measured over
+#    plain batched decoding), then stop: leap-drafters at B = 4 on 40 further seed prompts (seed-1520..1559, ten
+#    batches), learning into OUT/seed_batch_memory.json from an empty memory; its "batches" join the shipped prior,
+#    whose single-request options stay as they are. benchmarks/regret.sh's batch cells evaluate it on Spec-Bench.
+# Usage: [PRIOR=build|keep|batches] bash benchmarks/search_prior.sh OUT_DIR
 set -euo pipefail
 out="${1:?usage: bash benchmarks/search_prior.sh OUT_DIR}"
 mkdir -p "$out"
 prior=leap/data/search_memory/SmolLM2-135M-Instruct.json
+if [ "${PRIOR:-build}" = batches ]; then
+  python -m leap.heads.prompts "$out/seed_batch_prompts.jsonl" 1520 40
+  rm -f "$out/seed_batch_memory.json"
+  leap bench --batch-size 4 --methods ar,leap-drafters --method-arg "leap-drafters:memory=$out/seed_batch_memory.json" \
+      --prompts "$out/seed_batch_prompts.jsonl" --num-prompts 40 --max-new-tokens 128 --temperature 0 --threads 2 \
+      --seed 0 --quiet --out "$out/seed_batch_run"
+  python - "$out/seed_batch_memory.json" "$prior" "$out" <<'PY'
+import json, sys
+from leap.core.runtime.provenance import git_commit
+cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+memory, data = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+data["batches"] = memory["batches"]
+data["batches_made_by"] = (f"PRIOR=batches bash benchmarks/search_prior.sh {sys.argv[3]} (leap-drafters, B = 4, T = 0, "
+                           "128 new tokens, 40 seed prompts seed-1520..1559 of leap.heads.prompts; never Spec-Bench; "
+                           f"on {cpu})")
+data["batches_commit"] = git_commit()
+json.dump(data, open(sys.argv[2], "w"), indent=1)
+PY
+  python tools/stamp_prior.py "$prior"
+  leap report "$out/seed_batch_run"
+  exit 0
+fi
 if [ "${PRIOR:-build}" != keep ]; then
   python -c "from leap.heads.prompts import write_prompt_file; write_prompt_file('$out/seed_prompts.jsonl', 1500, 20)"
   rm -f "$out/seed_memory.json"

@@ -23,9 +23,11 @@ def main() -> None:
     args = ap.parse_args()
     data = json.load(open(args.prior))
     model = load_model(args.model, device=data.get("device_type", "cpu"), dtype=data.get("dtype", "float32"))
-    stamps = option_fingerprints([parse_option(label) for label in data["options"]], model)
-    for label, entry in data["options"].items():
-        entry["fingerprint"] = stamps[label]
+    entries = {**data["options"], **data.get("batches", {})}  # a batch set's labels are drafter names
+    stamps = option_fingerprints([parse_option(label) for label in entries], model)
+    for field in ("options", "batches"):
+        for label, entry in data.get(field, {}).items():
+            entry["fingerprint"] = stamps[label]
     with open(args.prior, "w") as f:
         json.dump(data, f, indent=1)
     print(f"{len(stamps)} options stamped in {args.prior}")

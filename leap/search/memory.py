@@ -53,7 +53,7 @@ it (:meth:`observe_batch`), read by :meth:`rank_drafters` alone (:class:`~leap.s
 run's first batch). What one request at a time measured is not carried to batches: there the verifier is nearer
 compute-bound, and a drafter that wins alone can lose (on Spec-Bench at B = 4 the shipped prior's single-request
 favourite ``cascade`` drafted most batches, and the search from the prior reached 0.84 of ``lowbit-auto``, 0.95 from an
-empty memory: ``docs/data/regret/b4-t0``). The shipped prior fills no batch set.
+empty memory: ``docs/data/regret/b4-t0``). The shipped prior's batch set, where it has one, was measured in batches.
 
 Who calls what: :func:`leap.search.factory.agent_factory` prunes each request's options with it;
 :class:`leap.search.runner.OnlineSearch` names each request's prompt length (:meth:`condition`) and records what it
@@ -75,6 +75,8 @@ __all__ = ["SearchMemory", "memory_for", "shipped_prior", "PRIOR_DIR"]
 
 #: the layout of a memory file; a file of another (an older leap's) starts afresh
 SCHEMA = 2
+#: each set of means (:meth:`SearchMemory.condition`) and the field a memory file or a shipped prior keeps it under
+FIELDS = (("short", "options"), ("long", "long_prompts"), ("batch", "batches"))
 
 
 class SearchMemory:
@@ -103,9 +105,7 @@ class SearchMemory:
                 if data.get("schema") != SCHEMA:
                     _say(f"leap: the search memory at {self.path} was written by an older leap; starting afresh")
                 else:
-                    self.sets = {"short": {k: dict(v) for k, v in data.get("options", {}).items()},
-                                 "long": {k: dict(v) for k, v in data.get("long_prompts", {}).items()},
-                                 "batch": {k: dict(v) for k, v in data.get("batches", {}).items()}}
+                    self.sets = {key: {k: dict(v) for k, v in data.get(field, {}).items()} for key, field in FIELDS}
                     self.requests = int(data.get("requests", 0))
                     self.last_paid = bool(data.get("last_paid", True))
             except (OSError, ValueError, AttributeError, TypeError):
@@ -142,12 +142,13 @@ class SearchMemory:
         return f"{len(self.sets['short'])} options remembered{long}{batch} ({where}{gone})"
 
     def start_from_prior(self, path: str | Path) -> None:
-        """Take a shipped prior's options (see the module docstring), each counted on ``min_requests`` requests at
+        """Take a shipped prior's sets (see the module docstring), each entry counted on ``min_requests`` requests at
         most; the memory's own file is written at its first :meth:`observe`."""
         data = json.loads(Path(path).read_text())
-        self.sets = {"short": {label: {"requests": min(int(entry["requests"]), self.min_requests),
-                                       "mean": float(entry["mean"]), "last": 0, "fingerprint": entry.get("fingerprint")}
-                               for label, entry in data["options"].items()}, "long": {}, "batch": {}}
+        self.sets = {key: {label: {"requests": min(int(entry["requests"]), self.min_requests),
+                                   "mean": float(entry["mean"]), "last": 0, "fingerprint": entry.get("fingerprint")}
+                           for label, entry in data.get(field, {}).items()}
+                     for key, field in FIELDS}
         self.requests = 0
         self.last_paid = True
         self.prior = Path(path)
@@ -193,9 +194,8 @@ class SearchMemory:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"schema": SCHEMA, "requests": self.requests, "options": self.sets["short"],
-                                       "long_prompts": self.sets["long"], "batches": self.sets["batch"],
-                                       "last_paid": self.last_paid}, indent=1))
+            tmp.write_text(json.dumps({"schema": SCHEMA, "requests": self.requests, "last_paid": self.last_paid,
+                                       **{field: self.sets[key] for key, field in FIELDS}}, indent=1))
             os.replace(tmp, self.path)
         except OSError:
             pass  # a read-only cache only costs the prior

@@ -513,10 +513,11 @@ TestMemoryMachine = MemoryMachine.TestCase
 TestMemoryMachine.settings = _settings(max_examples=40, stateful_step_count=12, deadline=None)
 
 
-def test_a_batch_is_a_condition_of_its_own_that_the_shipped_prior_does_not_fill(tmp_path):
+def test_a_batch_is_a_condition_of_its_own_that_only_a_prior_measured_in_batches_fills(tmp_path):
     """More than one row reads and writes the batch set, whatever the prompt's length; what it learns is saved and
-    read back under "batches"; a batch does not move whether the last request paid; the prior leaves it empty (red
-    when a batch reads the short set, or the prior fills it)."""
+    read back under "batches"; a batch does not move whether the last request paid; a prior's single requests leave
+    it empty, its "batches" fill it, each counted on min_requests at most (red when a batch reads the short set, the
+    prior's options fill it, or its batches are dropped)."""
     import json
 
     memory = SearchMemory(tmp_path / "m.json", min_requests=2)
@@ -539,3 +540,11 @@ def test_a_batch_is_a_condition_of_its_own_that_the_shipped_prior_does_not_fill(
     assert fresh.expected("lowbit") == 2.0
     fresh.condition(10, rows=4)
     assert fresh.expected("lowbit") is None and not fresh.sets["batch"]
+    prior.write_text(json.dumps({"options": {"lowbit": {"requests": 20, "mean": 2.0}},
+                                 "batches": {"lowbit": {"requests": 9, "mean": 1.4}, "suffix": {"requests": 9, "mean": 1.0}}}))
+    batched = SearchMemory(None, min_requests=2)
+    batched.start_from_prior(prior)
+    batched.condition(10, rows=4)
+    assert batched.expected("lowbit") == 1.4 and batched.stats["suffix"]["requests"] == 2
+    options = [parse_option("lowbit"), parse_option("suffix")]
+    assert [o.name for o in batched.rank_drafters(options)] == ["lowbit"]  # suffix below keep (0.85) x lowbit's
