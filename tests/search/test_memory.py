@@ -204,6 +204,9 @@ def test_every_shipped_prior_names_options_of_the_space_and_says_how_it_was_made
         data = json.loads(path.read_text())
         assert data["device_type"] in ("cpu", "cuda") and data["dtype"] and data["made_by"] and data["commit"]
         assert data["options"] and set(data["options"]) <= labels, set(data["options"]) - labels
+        names = {parse_option(d).name for d in DEFAULT_DRAFTERS}  # a batch set's labels are drafter names
+        assert set(data.get("batches", {})) <= names, set(data["batches"]) - names
+        assert "batches" not in data or (data["batches_made_by"] and data["batches_commit"])
 
 
 def test_an_option_whose_drafter_changed_is_forgotten_and_searched_again(capsys):
@@ -341,8 +344,9 @@ def test_the_shipped_prior_is_stamped_with_todays_drafters():
 
     data = json.loads((PRIOR_DIR / "SmolLM2-135M-Instruct.json").read_text())
     model = load_model("smollm2", device=data["device_type"], dtype=data["dtype"])
-    today = option_fingerprints([parse_option(label) for label in data["options"]], model)
-    assert {label: e.get("fingerprint") for label, e in data["options"].items()} == today
+    entries = {**data["options"], **data.get("batches", {})}
+    today = option_fingerprints([parse_option(label) for label in entries], model)
+    assert {label: e.get("fingerprint") for label, e in entries.items()} == today
 
 
 @pytest.mark.parametrize("agent", ["mcts", "random"])
