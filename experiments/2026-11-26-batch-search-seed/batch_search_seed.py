@@ -8,7 +8,8 @@ other seed prompts, 1500+), and lowbit-auto (one drafter, the bandit over caps 0
 of the cost-model screen, since b7d040d); ``-plain-bar`` variants screen them against plain decoding, not the best arm
 (``screen="plain"``: the bar's ablation); ``-no-switching``: every arm explores at every step, a drafter's setup
 mid-batch not counted (``switching=False``); ``-as-before``: all three batch-bandit changes of 2026-11-27 off (the bar at
-plain, no switching rule, a drafter's first step in a batch measured). ``--methods`` picks some (plain always runs).
+plain, no switching rule, a drafter's first step in a batch measured); ``-first-step``: that rule alone (a drafter's first
+step in a batch unmeasured, ``first_step_setup=True``). ``--methods`` picks some (plain always runs).
 Usage: python experiments/2026-11-26-batch-search-seed/batch_search_seed.py [B] [--batches N] [--caps 0,4,16] [--methods a,b] [--out FILE.json]"""
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def main() -> None:
                                                                loss_budget=0.03, switching=False),
                "search-loss-budget-as-before": BatchDecoder(model, specs, num_tokens="auto", caps=caps,
                                                             loss_budget=0.03, screen="plain", switching=False,
-                                                            first_step_setup=False)}
+                                                            first_step_setup=False),
+               "search-loss-budget-first-step": BatchDecoder(model, specs, num_tokens="auto", caps=caps,
+                                                             loss_budget=0.03, first_step_setup=True)}
     if args.methods:
         chosen = {"plain", *args.methods.split(",")}
         unknown = chosen - set(methods)

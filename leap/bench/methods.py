@@ -167,8 +167,7 @@ class SearchMethod(BenchMethod):
                  memory_horizon: int = 8, memory_recheck: int = 16, budget_s: float = 0.0,
                  give_up: int | None = None, favourite_first: bool = True,
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
-                 batch_switching: bool = False,
-                 **agent_kwargs: Any) -> None:
+                 batch_switching: bool = False, batch_first_step: bool = False, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory, memory_for
         from leap.search.runner import OnlineSearch, SearchSettings
@@ -180,6 +179,7 @@ class SearchMethod(BenchMethod):
         self._batch_caps = tuple(int(c) for c in (batch_caps.split(";") if isinstance(batch_caps, str) else batch_caps))
         self._loss_budget = options.loss_budget if loss_budget is None else float(loss_budget)  # per batch too
         self._batch_screen, self._batch_switching = batch_screen, bool(batch_switching)  # BatchDecoder's (off)
+        self._batch_first_step = bool(batch_first_step)  # its first_step_setup (off)
         if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start, kept across the run), prior (the "
                                 f"same from the prior leap ships: leap/data/search_memory), first (every request a new "
@@ -219,7 +219,8 @@ class SearchMethod(BenchMethod):
         (drafter, chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default 0,
         2, 4, 8 and 16; ``--method-arg leap-drafters:batch_caps='0;8'``) are the caps, ``batch_screen``
         (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``screen``) how untried caps open, ``batch_switching``
-        (its ``switching``, off) whether mid-batch only begun drafters explore, and the search's
+        (its ``switching``, off) whether mid-batch only begun drafters explore, ``batch_first_step`` (its
+        ``first_step_setup``, off) whether a drafter's first step in a batch goes unmeasured, and the search's
         ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its batch set ranks the
         drafters before the first batch and learns after each (what single requests measured is not read)."""
         if self._batch is None:
@@ -227,7 +228,7 @@ class SearchMethod(BenchMethod):
 
             self._batch = BatchSearch(self._model, self._options or (), memory=self.memory, caps=self._batch_caps,
                                       loss_budget=self._loss_budget or None, screen=self._batch_screen,
-                                      switching=self._batch_switching)
+                                      switching=self._batch_switching, first_step_setup=self._batch_first_step)
         if not self._batch.options:
             return super().run_batch(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         out = self._batch.generate(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)

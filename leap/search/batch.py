@@ -39,16 +39,16 @@ class BatchSearch:
             are left out.
         memory: what earlier runs' batches measured (its "batch" set), read before the first batch and taught after
             each; None: off.
-        caps, loss_budget, screen, switching: :class:`~leap.core.decoding.batch.BatchDecoder`'s.
+        caps, loss_budget, screen, switching, first_step_setup: :class:`~leap.core.decoding.batch.BatchDecoder`'s.
     """
 
     def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
                  caps: Sequence[int] = (0, 2, 4, 8, 16), loss_budget: float | None = None,
-                 screen: bool | str = True, switching: bool = False) -> None:
+                 screen: bool | str = True, switching: bool = False, first_step_setup: bool = False) -> None:
         self.model, self.memory = model, memory
         self.options = batch_options(options, model)
         self.caps, self.loss_budget, self.screen = tuple(int(c) for c in caps), loss_budget, screen
-        self.switching = switching
+        self.switching, self.first_step_setup = switching, first_step_setup
         self.decoder: BatchDecoder | None = None  # made at the first batch, once the memory has ranked the options
         self.labels: list[str] = []  # the decoder's drafters, in its order
 
@@ -60,7 +60,7 @@ class BatchSearch:
                 self.model, **o.kwargs) for o in options})
         self.decoder = BatchDecoder(self.model, [(o.name, o.kwargs) for o in options], num_tokens="auto",
                                     caps=self.caps, loss_budget=self.loss_budget, screen=self.screen,
-                                    switching=self.switching)
+                                    switching=self.switching, first_step_setup=self.first_step_setup)
         self.labels = [o.label for o in options]
 
     def generate(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128, temperature: float = 0.0,

@@ -161,3 +161,17 @@ def test_methods_that_cannot_batch_say_so(tiny_llama):
         kwargs = {"config": "skip=2;low=3"} if name == "layer-skip" else {}  # low-precision layers do not batch
         with pytest.raises(SettingsError, match="one request at a time"):
             make_method(name, tiny_llama, **kwargs).run_batch([PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
+
+
+def test_the_drafter_searchs_batch_flags_reach_its_batch_decoder(tiny_llama):
+    """``--method-arg leap-drafters:batch_first_step=true`` (and ``batch_switching``, ``batch_screen``) reach the
+    batch search's decoder; off by default (red when a flag is dropped on the way)."""
+    kwargs = {"drafters": "prompt-lookup;suffix", "batch_caps": "0;2"}
+    plain = make_method("leap-drafters", tiny_llama, **kwargs)
+    plain.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
+    assert not plain._batch.decoder.first_step_setup and not plain._batch.decoder.switching
+    flagged = make_method("leap-drafters", tiny_llama, batch_first_step=True, batch_switching=True, batch_screen="best",
+                          **kwargs)
+    flagged.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
+    decoder = flagged._batch.decoder
+    assert decoder.first_step_setup and decoder.switching and decoder.bar == "best"

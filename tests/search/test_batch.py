@@ -22,10 +22,11 @@ def test_every_row_of_the_batch_search_is_its_prompt_decoded_alone(tiny_llama):
         out = search.generate(PROMPTS, max_new_tokens=12)
         assert [r.token_ids for r in out.rows] == [r.token_ids for r in plain.rows]
     assert not search.decoder.switching and search.decoder.bar == "plain"  # the defaults reach the bandit
-    variant = BatchSearch(tiny_llama, OPTIONS, caps=(0, 2), screen="best", switching=True)
+    assert not search.decoder.first_step_setup
+    variant = BatchSearch(tiny_llama, OPTIONS, caps=(0, 2), screen="best", switching=True, first_step_setup=True)
     variant.generate(PROMPTS[:1], max_new_tokens=4)
     bandit = variant.decoder.policy(1)
-    assert bandit.switching and bandit.bar == "best"
+    assert bandit.switching and bandit.bar == "best" and variant.decoder.first_step_setup
     with pytest.raises(SettingsError, match="batch"):
         BatchSearch(tiny_llama, ["layer-skip"]).generate(PROMPTS, max_new_tokens=4)
 

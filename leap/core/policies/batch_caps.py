@@ -30,7 +30,7 @@ drafting seconds per chain position - and opened only where that beats plain dec
 rung whose shorter cap paid only by noise in one step's goodput: acceptance is counted over every row, a goodput over
 one step's clock). ``bar="best"`` opens a cap only where it beats every arm pulled so far as the same model predicts
 them: against plain, a drafter that copies now and then (prompt lookup, about plain's goodput) climbed its caps 2, 4,
-8 and 16 in a row mid-run while ``lowbit`` paid 1.7 times plain (``docs/data/regret/b4-t0``). Alone it helped
+8 and 16 in a row mid-run while ``lowbit`` paid 1.7 times plain (``docs/data/regret-6bd5159/b4-t0``). Alone it helped
 on leap's seed prompts at B = 4 (1.44x plain batched decoding against 1.29x: ``docs/data/batch_search_seed_b4_bar.json``);
 with :meth:`GoodputBandit.choose`'s ``switching`` it did not pay, so it is off (the records:
 ``experiments/2026-11-26-batch-search-seed/NOTES.md``).
