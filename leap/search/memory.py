@@ -53,7 +53,7 @@ it (:meth:`observe_batch`), read by :meth:`rank_drafters` alone (:class:`~leap.s
 run's first batch). What one request at a time measured is not carried to batches: there the verifier is nearer
 compute-bound, and a drafter that wins alone can lose (on Spec-Bench at B = 4 the shipped prior's single-request
 favourite ``cascade`` drafted most batches, and the search from the prior reached 0.84 of ``lowbit-auto``, 0.95 from an
-empty memory: ``docs/data/regret-6bd5159/b4-t0``). The shipped prior's batch set, where it has one, was measured in batches.
+empty memory: ``docs/data/regret-6bd5159/b4-t0``); the shipped prior's own batch set is measured in batches, on seeds.
 
 Who calls what: :func:`leap.search.factory.agent_factory` prunes each request's options with it;
 :class:`leap.search.runner.OnlineSearch` names each request's prompt length (:meth:`condition`) and records what it
