@@ -3,6 +3,10 @@
 # .whl) and is staged under /tmp/stage there; part 2 travels with the call that runs the benchmark.
 # Here: `bash tools/gpu_stage.sh split WHEEL`; there (first call): `bash tools/gpu_stage.sh stage`; the
 # second call's script runs `gpu_stage.sh join` (joins the parts and installs the wheel under /tmp/site).
+# The checkout itself is about 58 MB, docs/data (36 MB) and the heads in leap/data/heads (18 MB) included: move those two
+# out of the tree for the device calls (the GPU scripts read neither) and back after, so that each part fits beside it.
+# A warm machine keeps /tmp/stage and /tmp/site for 30 s only: make the second call at once. benchmarks/gpu_graphs.sh
+# runs its first two parts (PARTS="tests graphs") in the first call, while part 1 is staged.
 set -eu
 case "$1" in
   split) mkdir -p .gpu; grep -qxF /.gpu/ .git/info/exclude 2>/dev/null || echo /.gpu/ >> .git/info/exclude
