@@ -153,8 +153,8 @@ class BatchDecoder:
         if loss_budget is not None and (num_tokens != "auto" or 0 not in self.caps):
             raise SettingsError("loss_budget needs num_tokens='auto' with 0 (a plain step) among the caps")
         if screen not in (True, False, "best", "plain"):
-            raise SettingsError(f"screen is true or best (caps opened where the cost model beats the best arm), plain "
-                                f"(where it beats plain decoding) or false (the ladder alone), got {screen!r}")
+            raise SettingsError(f"screen is true or plain (caps opened where the cost model beats plain decoding), "
+                                f"best (where it beats the best arm) or false (the ladder alone), got {screen!r}")
         self.loss_budget, self.screen = loss_budget, bool(screen) and num_tokens == "auto"
         self.bar = "best" if screen == "best" else "plain"  # the screen's bar (GoodputBandit's)
         self.switching, self.first_step_setup = bool(switching), bool(first_step_setup)

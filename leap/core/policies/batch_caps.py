@@ -95,7 +95,7 @@ class GoodputBandit:
             ladder's rule (module docstring); None: the ladder's rule. Needs :meth:`update`'s ``accepted`` and
             ``draft_s``.
         bar: what the screen's prediction must reach to open an untried cap: ``"best"``, the best goodput any arm
-            has measured so far, or ``"plain"``, plain decoding's (the ablation).
+            has measured so far, or ``"plain"``, plain decoding's (the default).
         switching: with several drafters, mid-batch only the drafters already begun explore (:meth:`choose`); off.
     """
 
