@@ -9,7 +9,10 @@ of the cost-model screen, since b7d040d); ``-plain-bar`` variants screen them ag
 (``screen="plain"``: the bar's ablation); ``-no-switching``: every arm explores at every step, a drafter's setup
 mid-batch not counted (``switching=False``); ``-as-before``: all three batch-bandit changes of 2026-11-27 off (the bar at
 plain, no switching rule, a drafter's first step in a batch measured); ``-first-step``: that rule alone (a drafter's first
-step in a batch unmeasured, ``first_step_setup=True``). ``--methods`` picks some (plain always runs).
+step in a batch unmeasured, ``first_step_setup=True``). ``batch-search*``: :class:`~leap.search.batch.BatchSearch` as
+``leap-drafters`` runs it (caps 0/2/4/8/16, loss budget 0.03, an empty memory), ``-prune``: every drafter but the best
+measured retired after each batch (``prune=1.0``), ``-first-step`` as above, ``-switch``: a drafter's first step after a step it did not
+draft unmeasured too (``first_step_setup="switch"``). Every method forgets what its warm-up measured. ``--methods`` picks some (plain always runs).
 Usage: python experiments/2026-11-26-batch-search-seed/batch_search_seed.py [B] [--batches N] [--caps 0,4,16] [--methods a,b] [--out FILE.json]"""
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from leap.core.decoding.batch import BatchDecoder
 from leap.core.runtime.provenance import provenance
 from leap.heads.prompts import seed_prompts
 from leap.search.drafter_space import DEFAULT_DRAFTERS, batch_options
-from leap.search.memory import memory_for
+from leap.search.batch import BatchSearch
+from leap.search.memory import SearchMemory, memory_for
 
 
 def main() -> None:
@@ -62,6 +66,14 @@ def main() -> None:
                                                             first_step_setup=False),
                "search-loss-budget-first-step": BatchDecoder(model, specs, num_tokens="auto", caps=caps,
                                                              loss_budget=0.03, first_step_setup=True)}
+    searches = {"batch-search": {}, "batch-search-prune": {"prune": 1.0},
+                "batch-search-first-step": {"first_step_setup": True},
+                "batch-search-prune-first-step": {"prune": 1.0, "first_step_setup": True},
+                "batch-search-switch": {"first_step_setup": "switch"},
+                "batch-search-prune-switch": {"prune": 1.0, "first_step_setup": "switch"}}
+    for name, flags in searches.items():  # BatchSearch as leap-drafters runs it, from an empty memory
+        methods[name] = BatchSearch(model, DEFAULT_DRAFTERS, memory=SearchMemory(None), caps=(0, 2, 4, 8, 16),
+                                    loss_budget=0.03, **{"prune": None, **flags})
     if args.methods:
         chosen = {"plain", *args.methods.split(",")}
         unknown = chosen - set(methods)
@@ -69,7 +81,11 @@ def main() -> None:
             raise SystemExit(f"unknown methods {sorted(unknown)}; known: {', '.join(methods)}")
         methods = {n: d for n, d in methods.items() if n in chosen}
     for decoder in methods.values():
+        start = decoder.memory.copy() if isinstance(decoder, BatchSearch) else None
         decoder.generate(prompts[:2], max_new_tokens=8)
+        decoder.forget()  # what the warm-up measured is not what the run starts from (as leap bench, since 2026-11-27)
+        if start is not None:
+            decoder.memory.adopt(start)
     record = {"batch_size": b, "prompts": "seed_prompts 300+", "prior_ranked": [name for name, _ in ranked], "caps": caps, "methods": list(methods), "provenance": provenance(model), "batches": []}
     totals = {name: [0.0, 0] for name in methods}
     for i in range(args.batches):
@@ -80,9 +96,11 @@ def main() -> None:
             totals[name][0] += seconds
             totals[name][1] += out.new_tokens
             drafted = sum(1 for c in out.caps if c) if name != "plain" else 0
+            labels = decoder.labels if isinstance(decoder, BatchSearch) else []
             record["batches"].append({"batch": i, "method": name, "seconds": seconds, "tokens": out.new_tokens,
                                       "steps": out.steps, "drafted_steps": drafted,
-                                      "arms": [[d, c] for d, c in zip(out.drafters, out.caps)]})
+                                      "arms": [[labels[d] if labels else d, c] for d, c in zip(out.drafters, out.caps)],
+                                      "retired": [labels[d] for d in sorted(decoder.decoder.retired)] if labels else []})
             print(f"batch {i} {name}: {seconds:.2f} s, {out.steps} steps ({drafted} drafted)")
     base = totals["plain"][1] / totals["plain"][0]
     record["throughput_over_plain"] = {n: (t / s) / base for n, (s, t) in totals.items()}

@@ -201,7 +201,8 @@ class Bench:
     def _warm_up(self) -> None:
         """Untimed calls of every method before the run, on prompts of the harness's own (:data:`WARM_UP_PROMPTS`),
         never an evaluation prompt: a drafter that keeps its context (lowbit's llama.cpp cache) or a search memory
-        would otherwise carry the first evaluated prompt into its timed run - a free ingestion, a search tuned on it."""
+        would otherwise carry the first evaluated prompt into its timed run - a free ingestion, a search tuned on it.
+        Then every method forgets what the warm-up taught it (:meth:`~leap.bench.methods.BenchMethod.after_warm_up`)."""
         s = self.settings
         size = len(self.rows[0].get("batch", [None]))
         texts = [WARM_UP_PROMPTS[i % len(WARM_UP_PROMPTS)] for i in range(size)]
@@ -218,6 +219,8 @@ class Bench:
         longest = [m for m in self.methods.values() if m.warms_up_at_run_length and "batch" not in self.rows[0]]
         if longest and s.warmup:
             self._warm_up_at_run_length(longest, batch[0])
+        for method in self.methods.values():  # what the warm-up taught a search is not what its records name
+            method.after_warm_up()
 
     def _warm_up_at_run_length(self, methods: list[BenchMethod], own: list[int]) -> None:
         """One more untimed call of each of ``methods`` (``BenchMethod.warms_up_at_run_length``: hf-static, whose

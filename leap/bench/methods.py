@@ -11,9 +11,8 @@ run, interleaving the methods per prompt.
 Names resolve in this order (:func:`make_method`):
 
 1. ``bench_methods`` (entry-point group ``leap.bench_methods``): ``ar`` (plain decoding), ``leap`` and its
-   ablations (LEAP Table 2), ``leap-drafters`` (the search over drafters and layers), and transformers as peers:
-   ``hf-pld``, ``hf-early-exit``, ``hf-static`` (a static cache: on a GPU the fastest plain baseline) and ``hf-ar``
-   (plain ``generate``, the peers' own baseline), each one ``generate`` call on the same weights, timed alike;
+   ablations (LEAP Table 2), ``leap-drafters`` (the search over drafters and layers), and transformers as peers
+   (:mod:`leap.bench.peers`: ``hf-ar``, ``hf-static``, ``hf-pld``, ``hf-early-exit``);
 2. any search agent (``leap agents``): online search on LEAP's space (SWIFT and CLaSP on theirs);
 3. any drafter (``leap drafters``): the decoder drafting with it; ``config=`` (a configuration in
    compact or sparse form, e.g. ``hybrid:config=skip=5-7``) gives ``layer-skip`` and ``hybrid``
@@ -21,29 +20,22 @@ Names resolve in this order (:func:`make_method`):
 
 Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VALUE``.
 
-Batches (``leap bench --batch-size B``): :meth:`BenchMethod.run_batch` decodes B prompts together; ``ar``, the
-drafters without layers and ``layer-skip`` with its ``config`` can (:class:`leap.core.decoding.batch.BatchDecoder`),
-``batch_cap=N|auto`` the draft tokens per row and step (auto: a bandit over caps, 0 included, rewarded by measured
-goodput; ``batch_screen=false``: its longer caps opened by the ladder alone, not the cost model; ``best``: by the cost
-model against the best arm, not plain decoding); ``leap-drafters`` searches drafters at batch level (a goodput bandit
-over (drafter, cap) arms, :meth:`SearchMethod.run_batch`); every other method refuses, and the harness records that.
+Batches (``leap bench --batch-size B``): :meth:`BenchMethod.run_batch`; ``ar``, the drafters without layers and
+``layer-skip`` with its ``config`` (:class:`leap.core.decoding.batch.BatchDecoder`; ``batch_cap=N|auto``, auto: a
+goodput bandit over caps) and ``leap-drafters`` (:meth:`SearchMethod.run_batch`) can; the others refuse, on record.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import torch
 
 from leap.core.config import LayerConfig
 from leap.core.decoding.batch import BatchDecoder, batch_refusal
 from leap.core.decoding.decoder import SelfSpecDecoder
 from leap.core.drafters import drafters
 from leap.core.errors import SettingsError, UnknownNameError
-from leap.core.modeling.fast_linear import stock_linears
 from leap.core.modeling.model import LeapModel
 from leap.core.decoding.outcome import GenerationOutcome
 from leap.core.registry import Registry
@@ -102,6 +94,12 @@ class BenchMethod:
     def run(self, ids: list[int], *, max_new_tokens: int, temperature: float, seed: int) -> MethodResult:
         raise NotImplementedError
 
+    def after_warm_up(self) -> None:
+        """The harness's untimed warm-up calls are done (:meth:`leap.bench.harness.Bench._warm_up`). A method that
+        learns across calls forgets here what they taught it, so that its first timed call starts from the state its
+        records name (a search from an empty memory or the shipped prior, not from one that measured 16 tokens of a
+        warm-up prompt); what only costs time (a loaded drafter, a compiled step) stays. The base learns nothing."""
+
     def run_batch(self, batch: list[list[int]], *, max_new_tokens: int, temperature: float,
                   seed: int) -> MethodResult:
         """Decode ``batch`` together: the rows' tokens concatenated in ``token_ids``, each row's under
@@ -123,7 +121,8 @@ def batch_result(out: Any, labels: Sequence[str] = ()) -> MethodResult:
 
 
 BenchFactory = Callable[..., BenchMethod]  # (model, options, **method_args) -> BenchMethod
-bench_methods: Registry[BenchFactory] = Registry("benchmark method", "leap.bench_methods")
+bench_methods: Registry[BenchFactory] = Registry("benchmark method", "leap.bench_methods",
+                                                  builtin_modules=("leap.bench.peers",))
 
 
 class DecoderMethod(BenchMethod):
@@ -143,15 +142,22 @@ class DecoderMethod(BenchMethod):
         return batch_result(self.batch.generate(batch, max_new_tokens=max_new_tokens, temperature=temperature,
                                                 seed=seed))
 
+    def after_warm_up(self) -> None:
+        """A bandit over caps (``batch_cap=auto``) starts the run from nothing, as the search does."""
+        if self.batch is not None:
+            self.batch.forget()
+
 
 def _batch_cap(value: Any) -> int | str:
     """``batch_cap=N|auto``: the draft tokens per row and step of a batch (auto: the goodput bandit)."""
-    if str(value) == "auto":
-        return "auto"
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise SettingsError(f"batch_cap takes a number of draft tokens or auto, got {value!r}") from None
+    if str(value) == "auto" or str(value).isdigit():
+        return "auto" if str(value) == "auto" else int(value)
+    raise SettingsError(f"batch_cap takes a number of draft tokens or auto, got {value!r}")
+
+
+def _first_step(value: Any) -> bool | str:
+    """``batch_first_step=true|false|switch`` (JSON true/false arrive as bools)."""
+    return "switch" if str(value) == "switch" else str(value).lower() in ("true", "1")
 
 
 class SearchMethod(BenchMethod):
@@ -167,7 +173,8 @@ class SearchMethod(BenchMethod):
                  memory_horizon: int = 8, memory_recheck: int = 16, budget_s: float = 0.0,
                  give_up: int | None = None, favourite_first: bool = True,
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
-                 batch_switching: bool = False, batch_first_step: bool = False, **agent_kwargs: Any) -> None:
+                 batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
+                 **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory, memory_for
         from leap.search.runner import OnlineSearch, SearchSettings
@@ -176,10 +183,11 @@ class SearchMethod(BenchMethod):
         if isinstance(drafters, str):
             drafters = [d for d in drafters.split(";") if d]
         self._model, self._options, self._batch = model, drafters, None  # run_batch's (a BatchSearch)
-        self._batch_caps = tuple(int(c) for c in (batch_caps.split(";") if isinstance(batch_caps, str) else batch_caps))
-        self._loss_budget = options.loss_budget if loss_budget is None else float(loss_budget)  # per batch too
-        self._batch_screen, self._batch_switching = batch_screen, bool(batch_switching)  # BatchDecoder's (off)
-        self._batch_first_step = bool(batch_first_step)  # its first_step_setup (off)
+        caps = tuple(int(c) for c in (batch_caps.split(";") if isinstance(batch_caps, str) else batch_caps))
+        budget_per_batch = options.loss_budget if loss_budget is None else float(loss_budget)  # per batch too
+        self._batch_settings = dict(caps=caps, loss_budget=budget_per_batch or None, screen=batch_screen,
+                                    switching=bool(batch_switching), first_step_setup=_first_step(batch_first_step),
+                                    prune=None if batch_prune in (None, False) else float(batch_prune))
         if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start, kept across the run), prior (the "
                                 f"same from the prior leap ships: leap/data/search_memory), first (every request a new "
@@ -194,6 +202,7 @@ class SearchMethod(BenchMethod):
         else:
             self.memory = memory_for(model, persist=memory == "persist", prior=memory != "fresh", **ageing)
         self.memory_at_start = "off" if self.memory is None else self.memory.describe()
+        self._memory_start = None if self.memory is None else self.memory.copy()  # after_warm_up goes back to it
 
         def searcher() -> OnlineSearch:  # one for the run; with memory=first, a new one for every request
             factory = agent_factory(agent, model.num_layers, zones=zones, groups=groups, search=search,
@@ -220,21 +229,30 @@ class SearchMethod(BenchMethod):
         2, 4, 8 and 16; ``--method-arg leap-drafters:batch_caps='0;8'``) are the caps, ``batch_screen``
         (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``screen``) how untried caps open, ``batch_switching``
         (its ``switching``, off) whether mid-batch only begun drafters explore, ``batch_first_step`` (its
-        ``first_step_setup``, off) whether a drafter's first step in a batch goes unmeasured, and the search's
-        ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its batch set ranks the
+        ``first_step_setup``: ``switch``, the default, true or false) which of a drafter's steps go unmeasured as its
+        setup, ``batch_prune``
+        (:class:`~leap.search.batch.BatchSearch`'s ``prune``, 1.0; false: off) which drafters stop drafting after a
+        batch (those below that share of the best's measured goodput), and the search's ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its batch set ranks the
         drafters before the first batch and learns after each (what single requests measured is not read)."""
         if self._batch is None:
             from leap.search.batch import BatchSearch
 
-            self._batch = BatchSearch(self._model, self._options or (), memory=self.memory, caps=self._batch_caps,
-                                      loss_budget=self._loss_budget or None, screen=self._batch_screen,
-                                      switching=self._batch_switching, first_step_setup=self._batch_first_step)
+            self._batch = BatchSearch(self._model, self._options or (), memory=self.memory, **self._batch_settings)
         if not self._batch.options:
             return super().run_batch(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         out = self._batch.generate(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         result = batch_result(out, self._batch.labels)
         result.extra.update(batch_options=list(self._batch.labels), search_memory_at_start=self.memory_at_start)
         return result
+
+    def after_warm_up(self) -> None:
+        """Back to the memory the run started from, a batch bandit and a search that have measured nothing; the
+        drafters stay loaded."""
+        if self.memory is not None:
+            self.memory.adopt(self._memory_start)
+        if self._batch is not None:
+            self._batch.forget()
+        self.runner.forget()
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
         if self._first:  # a new machine's first request: the memory back to the shipped prior, a new search
@@ -249,38 +267,6 @@ class SearchMethod(BenchMethod):
             search_stop=res.stop, search_loss_s=res.search_loss_s,
             trial_rewards=[t["reward"] for t in res.trials], trial_configs=[t["config"] for t in res.trials],
             search_memory_at_start=self.memory_at_start)
-
-
-class TransformersPeer(BenchMethod):
-    """``model.generate`` of transformers with one assisted-generation option, on leap's weights. Verification
-    forwards are counted with a hook on the last decoder layer (an early-exit draft never reaches it): M = new
-    tokens / verification steps."""
-
-    def __init__(self, name: str, model: LeapModel, *, stock: bool = False, count_steps: bool = True,
-                 **generate_kwargs: Any) -> None:  # count_steps=False: one forward a token (a hook breaks compiling)
-        self.name, self.model, self.generate_kwargs, self.stock = name, model, generate_kwargs, stock
-        self.count_steps = count_steps
-        self.warms_up_at_run_length = generate_kwargs.get("cache_implementation") == "static"
-
-    def run(self, ids, *, max_new_tokens, temperature, seed):
-        hf, calls = self.model.hf_model, [0]
-        hook = self.model.layers[-1].register_forward_hook(lambda *a: calls.__setitem__(0, calls[0] + 1)) \
-            if self.count_steps else None
-        sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else \
-            dict(do_sample=False)
-        linears = stock_linears(hf) if self.stock else contextlib.nullcontext()
-        try:
-            torch.manual_seed(seed)
-            with torch.inference_mode(), linears:
-                out = hf.generate(torch.tensor([ids], device=self.model.device), max_new_tokens=max_new_tokens,
-                                  eos_token_id=sorted(self.model.eos_token_ids) or None, pad_token_id=0,
-                                  **sampling, **self.generate_kwargs)
-        finally:
-            hook is not None and hook.remove()
-        new = out[0, len(ids):].tolist()
-        steps = max(1, calls[0] - 1) if self.count_steps else max(1, len(new))  # the first call is the prefill
-        settings = {**self.generate_kwargs, **({"linears": "stock"} if self.stock else {})}
-        return MethodResult(new, steps, None, ", ".join(f"{k}={v}" for k, v in settings.items()))
 
 
 @bench_methods.register("ar")
@@ -323,44 +309,6 @@ def _leap_drafters(model: LeapModel, options: BenchOptions, drafters: Sequence[s
     agent_kwargs.setdefault("carry_renew", True)
     return SearchMethod("leap-drafters", model, options, agent, drafters=drafters or DEFAULT_DRAFTERS,
                         **agent_kwargs)
-
-
-@bench_methods.register("hf-pld")
-def _hf_pld(model: LeapModel, options: BenchOptions, num_tokens: int = 10, max_matching_ngram_size: int = 2
-            ) -> BenchMethod:
-    """peer: transformers' prompt lookup decoding (prompt_lookup_num_tokens)"""
-    return TransformersPeer("hf-pld", model, prompt_lookup_num_tokens=int(num_tokens),
-                            max_matching_ngram_size=int(max_matching_ngram_size))
-
-
-@bench_methods.register("hf-ar")
-def _hf_ar(model: LeapModel, options: BenchOptions, linears: str = "leap") -> BenchMethod:
-    """peer baseline: transformers' plain greedy/sampled model.generate (the peers' own plain decoding);
-    linears=stock runs it on plain nn.Linear layers, the model as transformers itself builds it"""
-    if linears not in ("leap", "stock"):
-        raise SettingsError(f"hf-ar: linears must be leap (leap's oneDNN linears, the same weights and kernels as "
-                            f"every leap method) or stock (nn.Linear, as transformers builds the model), got {linears!r}")
-    return TransformersPeer("hf-ar", model, stock=linears == "stock")
-
-
-@bench_methods.register("hf-static")
-def _hf_static(model: LeapModel, options: BenchOptions) -> BenchMethod:
-    """peer baseline: model.generate with cache_implementation="static" (on CUDA compiled, replayed as CUDA graphs):
-    the fastest plain decoding a GPU user gets with one flag (leap report --baseline hf-static)"""
-    return TransformersPeer("hf-static", model, count_steps=False, cache_implementation="static")
-
-
-@bench_methods.register("hf-early-exit")
-def _hf_early_exit(model: LeapModel, options: BenchOptions, layer: int | None = None,
-                   num_assistant_tokens: int | None = None) -> BenchMethod:
-    """peer: transformers' early-exit self-speculation (assistant_early_exit, default: half the layers)"""
-    layer = model.num_layers // 2 if layer is None else int(layer)
-    if not 1 <= layer < model.num_layers:
-        raise SettingsError(f"hf-early-exit: layer must be in 1..{model.num_layers - 1}, got {layer}")
-    kwargs: dict[str, Any] = {"assistant_early_exit": layer}
-    if num_assistant_tokens is not None:
-        kwargs["num_assistant_tokens"] = int(num_assistant_tokens)
-    return TransformersPeer("hf-early-exit", model, **kwargs)
 
 
 def method_names() -> list[str]:

@@ -1,5 +1,5 @@
 """``leap generate PROMPT``: decode one prompt plainly, under a fixed configuration or drafter, or with a
-search method; ``--compare`` times it against plain decoding, interleaved (:mod:`leap.bench.compare`).
+search method; ``--compare`` times it against plain decoding, interleaved (:func:`leap.bench.stats.compare`).
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         return searched.generation, record
 
     if args.compare:
-        from leap.bench.compare import compare
+        from leap.bench.stats import compare
 
         plain_decoder = SelfSpecDecoder(model, None)
         result = compare(run_method, lambda: plain_decoder.generate(args.prompt, **settings), repeats=args.repeats,

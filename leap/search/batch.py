@@ -12,6 +12,20 @@ first batch the drafters it remembers losing *in batches* are left out and the b
 drafter's best goodput over plain's, as the bandit measured it, is what the memory learns
 (:meth:`~leap.search.memory.SearchMemory.observe_batch`). What a single request measured is never read here.
 
+**A switch is not an arm's cost** (``first_step_setup="switch"``): a drafter that keeps a context (``lowbit``'s
+llama.cpp cache) takes in, when it next drafts, every token committed since it last did; the bandit leaves that step
+unmeasured, or a search that tries each drafter in turn judges ``lowbit`` by its catching up - at B = 8 on Spec-Bench
+the search from an empty memory never drafted with it again (``docs/data/regret-3887562/b8-t0``).
+
+**Successive elimination within the run** (``prune``, default 1.0): after each batch, the drafters whose best goodput
+so far, as the bandit measured it, is below ``prune`` times the best drafter's stop drafting for the rest of the run
+(:meth:`~leap.core.decoding.batch.BatchDecoder.retire`); drafters not yet measured stay. At the default only the best
+drafter drafts after the first batch: switching between drafters that keep a context (``lowbit``, ``cascade``) costs
+each the tokens it missed, so two near-equal drafters alternating lose to either one alone - on leap's seed prompts
+at B = 8 the search that kept both paid about a quarter more per step than ``lowbit-auto``
+(``experiments/2026-11-27-batch-elimination``). Successive elimination (Even-Dar, Mannor and Mansour 2006) with one
+batch as its round; None: off.
+
 Who calls what: ``leap bench --batch-size B``'s ``leap-drafters`` (:meth:`leap.bench.methods.SearchMethod.run_batch`)
 calls :meth:`BatchSearch.generate` once a batch.
 """
@@ -39,13 +53,20 @@ class BatchSearch:
             are left out.
         memory: what earlier runs' batches measured (its "batch" set), read before the first batch and taught after
             each; None: off.
-        caps, loss_budget, screen, switching, first_step_setup: :class:`~leap.core.decoding.batch.BatchDecoder`'s.
+        caps, loss_budget, screen, switching, first_step_setup: :class:`~leap.core.decoding.batch.BatchDecoder`'s (here
+            ``first_step_setup="switch"`` by default: a drafter's catching up after steps it did not draft is not
+            judged as its arm's own cost, module docstring).
+        prune: after each batch, drafters below ``prune`` times the best's measured goodput stop drafting for the rest
+            of the run (module docstring); None: off.
     """
 
     def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
                  caps: Sequence[int] = (0, 2, 4, 8, 16), loss_budget: float | None = None,
-                 screen: bool | str = True, switching: bool = False, first_step_setup: bool = False) -> None:
-        self.model, self.memory = model, memory
+                 screen: bool | str = True, switching: bool = False, first_step_setup: bool | str = "switch",
+                 prune: float | None = 1.0) -> None:
+        if prune is not None and not 0 < prune <= 1:
+            raise SettingsError(f"prune is a share of the best drafter's goodput in (0, 1], or None (off), got {prune}")
+        self.model, self.memory, self.prune = model, memory, prune
         self.options = batch_options(options, model)
         self.caps, self.loss_budget, self.screen = tuple(int(c) for c in caps), loss_budget, screen
         self.switching, self.first_step_setup = switching, first_step_setup
@@ -73,9 +94,17 @@ class BatchSearch:
         if self.decoder is None:
             self._start(len(prompts), max(len(p) for p in prompts))
         out = self.decoder.generate(prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-        if self.memory is not None:
-            measured = self.decoder.goodput_over_plain(len(prompts))
-            if measured:
-                self.memory.condition(max(len(p) for p in prompts), rows=len(prompts))
-                self.memory.observe_batch({self.labels[d]: ratio for d, ratio in measured.items()})
+        measured = self.decoder.goodput_over_plain(len(prompts))
+        if self.memory is not None and measured:
+            self.memory.condition(max(len(p) for p in prompts), rows=len(prompts))
+            self.memory.observe_batch({self.labels[d]: ratio for d, ratio in measured.items()})
+        if self.prune is not None and measured:
+            best = max(measured.values())
+            self.decoder.retire({d for d, ratio in measured.items() if ratio < self.prune * best})
         return out
+
+    def forget(self) -> None:
+        """Forget what the batches so far measured (the decoder's bandits; the memory is its owner's to reset): ``leap
+        bench`` calls it after its untimed warm-up (:meth:`leap.bench.methods.BenchMethod.after_warm_up`)."""
+        if self.decoder is not None:
+            self.decoder.forget()

@@ -213,9 +213,9 @@ class SearchMemory:
         return twin
 
     def adopt(self, other: SearchMemory) -> None:
-        """Take ``other``'s state (a :meth:`copy` that learnt one request) and save it to this memory's file."""
-        self.sets = _copied(other.sets)
-        self.last_paid, self.requests = other.last_paid, other.requests
+        """Take ``other``'s state (a :meth:`copy`, kept or taught since) and save it to this memory's file."""
+        self.sets, self.length = _copied(other.sets), other.length
+        self.last_paid, self.requests, self._recheck = other.last_paid, other.requests, other._recheck
         self.save()
 
     # ---------------------------------------------------------------- using it

@@ -167,6 +167,13 @@ class OnlineSearch:
         self._fruitless = 0  # searches in a row that found nothing paying
         self._skips_left = 0  # requests still to decode plainly without the space (doubling per fruitless search)
 
+    def forget(self) -> None:
+        """Forget what earlier requests taught the search (the last plain step time, a carried choice, the streak of
+        fruitless searches); the drafters stay made. The memory is its owner's to reset. ``leap bench`` calls it after
+        its untimed warm-up (:meth:`leap.bench.methods.BenchMethod.after_warm_up`)."""
+        self._t_base, self._carried, self._carry_left, self._space_s = 0.0, None, 0, None
+        self._last_paid, self._fruitless, self._skips_left = None, 0, 0
+
     def _drafter(self, option: DrafterOption) -> Drafter:
         if option not in self.drafters:
             drafter = make_drafter(option.name, **option.kwargs)

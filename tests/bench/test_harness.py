@@ -301,38 +301,58 @@ def test_the_drafter_search_at_batch_level_starts_from_what_its_memory_ranks(tin
     assert "2 drafters for batches" in search[0]["search_memory_at_start"]
 
 
-@pytest.mark.parametrize("batch_size", [1, 2])
-def test_the_warm_up_never_runs_an_evaluation_prompt(tiny_llama, tmp_path, batch_size):
-    """A drafter keeping its context (lowbit's cache) or a search memory would carry a warmed-up evaluation prompt
-    into its timed run: the warm-up uses the harness's own prompts."""
-    from leap.bench.harness import WARM_UP_PROMPTS
+def _recorded_run(model, folder, batch_size: int) -> list:
+    """A bench run of ``ar`` that logs what the harness asks of it: each call's prompts (a batch's rows one by one)
+    and ``"forget"`` where it calls ``after_warm_up``."""
     from leap.bench.methods import make_method
 
-    seen: list[list[int]] = []
+    log: list = []
 
     class Recording(BenchMethod):
         def __init__(self, inner):
             self.inner = inner
 
         def run(self, ids, **kw):
-            seen.append(list(ids))
+            log.append(list(ids))
             return self.inner.run(ids, **kw)
 
         def run_batch(self, batch, **kw):
-            seen.extend(list(b) for b in batch)
+            log.extend(list(b) for b in batch)
             return self.inner.run_batch(batch, **kw)
 
-    bench_methods.add("recording", lambda model, options: Recording(make_method("ar", model, options)))
+        def after_warm_up(self):
+            log.append("forget")
+
+    bench_methods.add("recording", lambda m, options: Recording(make_method("ar", m, options)))
     try:
-        Bench(tiny_llama, ROWS, settings(methods=["recording"], warmup=1, batch_size=batch_size), tmp_path,
+        Bench(model, ROWS, settings(methods=["recording"], warmup=1, batch_size=batch_size), folder,
               progress=False).run()
     finally:
         bench_methods.remove("recording")
+    return log
+
+
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_the_warm_up_never_runs_an_evaluation_prompt(tiny_llama, tmp_path, batch_size):
+    """A drafter keeping its context (lowbit's cache) or a search memory would carry a warmed-up evaluation prompt
+    into its timed run: the warm-up uses the harness's own prompts."""
+    from leap.bench.harness import WARM_UP_PROMPTS
+
+    log = _recorded_run(tiny_llama, tmp_path, batch_size)
+    seen = [ids for ids in log if ids != "forget"]
     encode = lambda text: tiny_llama.encode_messages([{"role": "user", "content": text}], chat=False)  # noqa: E731
     warm = [encode(t) for t in WARM_UP_PROMPTS]
     evaluated = [encode(r["turns"][0]) for r in ROWS]
     assert seen[:batch_size] == warm[:batch_size]  # the warm-up came first, on the harness's own prompts
     assert not any(ids in evaluated for ids in seen[:batch_size]) and any(ids in evaluated for ids in seen[batch_size:])
+
+
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_every_method_forgets_the_warm_up_before_its_first_timed_call(tiny_llama, tmp_path, batch_size):
+    """The harness calls ``after_warm_up`` once per method, after the warm-up's calls and before any timed one, so
+    a search's timed run starts from the memory its records name. Red when the call is skipped or comes late."""
+    log = _recorded_run(tiny_llama, tmp_path, batch_size)
+    assert log.index("forget") == batch_size and log.count("forget") == 1 and len(log) > batch_size + 1
 
 
 def test_a_method_that_compiles_per_length_is_warmed_up_at_the_runs_longest_prompt(tiny_llama, tmp_path):

@@ -164,14 +164,36 @@ def test_methods_that_cannot_batch_say_so(tiny_llama):
 
 
 def test_the_drafter_searchs_batch_flags_reach_its_batch_decoder(tiny_llama):
-    """``--method-arg leap-drafters:batch_first_step=true`` (and ``batch_switching``, ``batch_screen``) reach the
-    batch search's decoder; off by default (red when a flag is dropped on the way)."""
+    """``--method-arg leap-drafters:batch_first_step=true`` (and ``batch_switching``, ``batch_screen``,
+    ``batch_prune``) reach the batch search's decoder; by default a switch is left unmeasured, only the best drafter
+    drafts on and switching is off (red when a flag is dropped on the way)."""
     kwargs = {"drafters": "prompt-lookup;suffix", "batch_caps": "0;2"}
     plain = make_method("leap-drafters", tiny_llama, **kwargs)
     plain.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
-    assert not plain._batch.decoder.first_step_setup and not plain._batch.decoder.switching
+    assert plain._batch.decoder.first_step_setup == "switch" and not plain._batch.decoder.switching
     flagged = make_method("leap-drafters", tiny_llama, batch_first_step=True, batch_switching=True, batch_screen="best",
                           **kwargs)
     flagged.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
     decoder = flagged._batch.decoder
     assert decoder.first_step_setup and decoder.switching and decoder.bar == "best"
+    assert plain._batch.prune == 1.0
+    assert make_method("leap-drafters", tiny_llama, batch_prune=False, **kwargs)._batch_settings["prune"] is None
+
+
+@pytest.mark.parametrize("memory", ["fresh", "prior"])
+def test_after_the_warm_up_the_search_starts_from_the_memory_its_records_name(tiny_llama, memory):
+    """What the untimed warm-up taught the search - its memory's means and clock, the batch bandit's arms, a
+    single request's last plain step time - is forgotten by ``after_warm_up``; the records' "empty memory" or "the
+    shipped prior" is then the state the first timed call starts from. Red when any of the three is kept."""
+    method = make_method("leap-drafters", tiny_llama, drafters="prompt-lookup;suffix", batch_caps="0;2",
+                         memory=memory)
+    start = (method.memory.describe(), method.memory.requests, str(method.memory.sets))
+    method.run_batch([PROMPT, PROMPT], max_new_tokens=8, temperature=0.0, seed=0)
+    method.run(PROMPT, max_new_tokens=8, temperature=0.0, seed=0)
+    assert method.memory.requests > start[1] and method._batch.decoder.policy(2).means()
+    assert method.runner._t_base > 0
+    method.after_warm_up()
+    assert (method.memory.describe(), method.memory.requests, str(method.memory.sets)) == start
+    assert not method._batch.decoder.policy(2).means() and method.runner._t_base == 0.0
+    again = method.run_batch([PROMPT, PROMPT], max_new_tokens=8, temperature=0.0, seed=0)  # still decodes
+    assert again.extra["row_new_tokens"]

@@ -126,7 +126,7 @@ def test_both_aggregations_differ_when_lengths_differ():
 def test_compare_alternates_and_times_whole_calls():
     from types import SimpleNamespace
 
-    from leap.bench.compare import compare
+    from leap.bench.stats import compare
 
     order = []
 

@@ -22,7 +22,7 @@ def test_every_row_of_the_batch_search_is_its_prompt_decoded_alone(tiny_llama):
         out = search.generate(PROMPTS, max_new_tokens=12)
         assert [r.token_ids for r in out.rows] == [r.token_ids for r in plain.rows]
     assert not search.decoder.switching and search.decoder.bar == "plain"  # the defaults reach the bandit
-    assert not search.decoder.first_step_setup
+    assert search.decoder.first_step_setup == "switch" and search.prune == 1.0
     variant = BatchSearch(tiny_llama, OPTIONS, caps=(0, 2), screen="best", switching=True, first_step_setup=True)
     variant.generate(PROMPTS[:1], max_new_tokens=4)
     bandit = variant.decoder.policy(1)
@@ -61,3 +61,34 @@ def test_a_batch_teaches_the_memorys_batch_set_and_the_next_run_ranks_by_it(tiny
     later = BatchSearch(tiny_llama, OPTIONS, memory=again, caps=(0, 2))
     later.generate(PROMPTS[:2], max_new_tokens=6)
     assert later.labels == ["suffix", "token-recycling"]  # prompt lookup remembered losing; the unseen one last
+
+
+def test_after_a_batch_only_the_drafters_near_the_best_measured_goodput_draft_on(tiny_llama):
+    """Successive elimination within a run: after a batch, the drafters whose best measured goodput is below
+    ``prune`` times the best drafter's are retired (at 1.0 all but the best), so the next batch never drafts with
+    them; with ``prune=None`` every drafter drafts on. Red when the retirement is not applied."""
+    runs = {}
+    for prune in (1.0, None):
+        search = BatchSearch(tiny_llama, OPTIONS, caps=(0, 2), loss_budget=None, prune=prune)
+        first = search.generate(PROMPTS, max_new_tokens=16)
+        assert len({d for d, cap in zip(first.drafters, first.caps) if cap}) >= 2  # several drafters tried
+        measured = search.decoder.goodput_over_plain(len(PROMPTS))
+        best = max(measured, key=measured.get)
+        runs[prune] = set(search.decoder.retired)
+        later = search.generate(PROMPTS, max_new_tokens=16)
+        if prune:
+            assert runs[prune] == set(measured) - {best} and runs[prune]
+            assert not {d for d, cap in zip(later.drafters, later.caps) if cap} & runs[prune]
+    assert runs[None] == set()
+    with pytest.raises(SettingsError, match="prune"):
+        BatchSearch(tiny_llama, OPTIONS, prune=1.5)
+
+
+def test_forget_leaves_the_search_as_if_no_batch_had_run(tiny_llama):
+    """What the warm-up taught is forgotten (``leap bench`` calls it after its untimed calls): no bandit, no retired
+    drafter; the next batch's bandit starts from every arm untried."""
+    search = BatchSearch(tiny_llama, OPTIONS, caps=(0, 2), loss_budget=None)
+    search.generate(PROMPTS, max_new_tokens=8)
+    assert search.decoder.retired and search.decoder.policy(len(PROMPTS)).means()
+    search.forget()
+    assert not search.decoder.retired and not search.decoder.policy(len(PROMPTS)).means()

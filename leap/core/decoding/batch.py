@@ -108,7 +108,9 @@ class BatchDecoder:
             mid-batch only the drafters already begun explore (:meth:`~leap.core.policies.batch_caps.GoodputBandit.choose`).
             Off by default, as are ``screen="best"`` and ``first_step_setup``: together they did not pay.
         first_step_setup: a drafter's first drafting step in a batch is its setup, not measured (:meth:`generate`);
-            off: measured like the others.
+            ``"switch"``: for a drafter that keeps a context of its own
+            (:attr:`~leap.core.drafters.base.Drafter.keeps_context`), its first step in a batch and its first after
+            every step it did not draft, for the others none; off: measured like the others.
     """
 
     def __init__(self, model: LeapModel, drafter: str | type[Drafter] | None = None, *,
@@ -116,7 +118,7 @@ class BatchDecoder:
                  num_tokens: int | str = 16,
                  caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
-                 switching: bool = False, first_step_setup: bool = False) -> None:
+                 switching: bool = False, first_step_setup: bool | str = False) -> None:
         from leap.core.drafters import drafters
 
         self.model, self.stack = model, LayerStack(model)
@@ -157,9 +159,12 @@ class BatchDecoder:
                                 f"best (where it beats the best arm) or false (the ladder alone), got {screen!r}")
         self.loss_budget, self.screen = loss_budget, bool(screen) and num_tokens == "auto"
         self.bar = "best" if screen == "best" else "plain"  # the screen's bar (GoodputBandit's)
-        self.switching, self.first_step_setup = bool(switching), bool(first_step_setup)
+        if first_step_setup not in (True, False, "switch"):
+            raise SettingsError(f"first_step_setup is true, false or switch, got {first_step_setup!r}")
+        self.switching, self.first_step_setup = bool(switching), first_step_setup
         self._fruitless, self._skips_left = 0, 0  # batches in a row that tripped the loss budget; batches to skip
         self._costs = None  # the calibration the screen reads (:meth:`_batch_costs`)
+        self.retired: frozenset[int] = frozenset()  #: drafters the caller has stopped (:meth:`retire`)
 
     def _rows(self, which: int, prompts: list[list[int]], settings: SamplingSettings, caches: Sequence) -> list[Drafter]:
         """Drafter ``which``'s rows for new requests: one instance per row, kept across calls (as a
@@ -210,8 +215,28 @@ class BatchDecoder:
         else:
             policy = GoodputBandit(drafter_arms(len(self.specs), self.caps) if len(self.specs) > 1 else self.caps,
                                    verify_cost=self._verify_cost(rows), bar=self.bar, switching=self.switching)
+            policy.retire(self.retired)
         self._policies[rows] = policy
         return policy
+
+    def retire(self, drafters: set[int] | frozenset[int]) -> None:
+        """Stop drafting with ``drafters`` (indices into the drafters given; the set replaces the last one): every
+        bandit's arms of theirs close, now and in bandits made later (:meth:`GoodputBandit.retire
+        <leap.core.policies.batch_caps.GoodputBandit.retire>`). :class:`~leap.search.batch.BatchSearch` calls it
+        with what its memory prunes after a batch."""
+        from leap.core.policies.batch_caps import GoodputBandit
+
+        self.retired = frozenset(int(d) for d in drafters)
+        for policy in self._policies.values():
+            if isinstance(policy, GoodputBandit):
+                policy.retire(self.retired)
+
+    def forget(self) -> None:
+        """Forget what the cap bandits and the loss budget's streak have measured (the drafters' rows and the
+        calibration stay): ``leap bench`` calls it after its untimed warm-up
+        (:meth:`leap.bench.methods.BenchMethod.after_warm_up`)."""
+        self._policies.clear()
+        self._fruitless, self._skips_left, self.retired = 0, 0, frozenset()
 
     def goodput_over_plain(self, rows: int) -> dict[int, float]:
         """Each drafter's best goodput (over its caps) against plain decoding's, as the bandit of ``rows`` rows has
@@ -262,6 +287,7 @@ class BatchDecoder:
         self._skips_left -= int(off)
         lost, budget, paid = 0.0, None, False
         drafted: set[int] = set()  # drafters whose first drafting step in this batch is behind it
+        previous: int | None = None  # the drafter of the last step, None after a plain one
         while not session.done:
             rows = len(session.active)
             policy = self.policy(rows)
@@ -274,8 +300,17 @@ class BatchDecoder:
             # there: on 4 new seed prompts its first step took 0.49 s besides the begin against 0.30 s for the next,
             # cascade's 0.66 s against 0.28 s, docs/data/batch_first_step.json); judged by it, the drafter's goodput
             # and the screen's drafting seconds per position come out low. The loss budget leaves it out too
-            setup = self.first_step_setup and cap > 0 and drafter not in drafted
+            # "switch": the first step of a drafter that keeps a context (Drafter.keeps_context: lowbit, cascade) in the
+            # batch and after every step it did not draft (plain, or another drafter's): there it takes in every token
+            # committed since it last drafted - a price of switching, paid whichever arm of it comes next, that judged
+            # as the arm's own kept lowbit's exploratory steps at B = 8 far below what it gives step after step
+            # (experiments/2026-11-27-batch-elimination); a model-free drafter's first step costs what its next does
+            if self.first_step_setup == "switch":
+                setup = cap > 0 and previous != drafter and session.drafters[0].keeps_context
+            else:
+                setup = self.first_step_setup and cap > 0 and drafter not in drafted
             drafted |= {drafter} if cap else set()
+            previous = drafter if cap else None
             if setup:
                 continue
             # goodput per row: the same choices within one row count, and values a policy seeded from another row

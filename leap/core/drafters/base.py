@@ -99,6 +99,11 @@ class Drafter:
     #: instead of computing them (``lowbit``'s KV handoff, issue 35)
     takes_prompt_kv = False
 
+    #: True: the drafter keeps a context of its own (a KV cache) and takes in, when it next drafts, every token
+    #: committed since it last did - so its first step after steps it did not draft also pays for those (a batch's
+    #: goodput bandit leaves that step unmeasured with ``first_step_setup="switch"``: :class:`~leap.core.decoding.batch.BatchDecoder`)
+    keeps_context = False
+
     def use_prompt_kv(self, kv: Any) -> None:
         """The target's keys and values of the prompt but its last token (a
         :class:`~leap.core.modeling.kv_cache.PromptKV`, a view valid until :meth:`begin` returns); called right

@@ -108,6 +108,7 @@ class Cascade(Drafter):
             raise SettingsError("cascade: the second part drafts without a layer configuration; use hybrid for "
                                 "a layer-skip continuation")
         self.min_first, self.first_when_sampling = int(min_first), bool(first_when_sampling)
+        self.keeps_context = self.first.keeps_context or self.then.keeps_context  # lowbit's context, by default
         self.parts = (self.first, self.then)
         self.needs_logits = any(d.needs_logits for d in self.parts)
         self.needs_costs = any(d.needs_costs for d in self.parts)

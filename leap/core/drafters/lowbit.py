@@ -119,7 +119,7 @@ class LowBit(Drafter):
     #: (``adapt``, default 16), ``num_tokens`` is where it starts and its floor
     search_settings = {"num_tokens": (6, 10, 14)}
     samples_drafts = True
-    takes_prompt_kv = True  # the KV handoff (``handoff``, default on)
+    takes_prompt_kv = keeps_context = True  # the KV handoff (``handoff``, default on); a context of its own
     said: set[str] = set()  # the notices said in this process (tests clear it)
     host_reads_per_node = 1  # logits are host tensors; under sampling a drawn token may cross to the generator's device
 

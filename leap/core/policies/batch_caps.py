@@ -119,6 +119,7 @@ class GoodputBandit:
         self.steps = [0.0] * len(self.caps)  # discounted like tokens and seconds: the screen's statistics
         self.accepted = [0.0] * len(self.caps)  # draft tokens accepted a row
         self.draft_s = [0.0] * len(self.caps)  # drafting seconds
+        self.retired: frozenset[int] = frozenset()  # drafters no longer drafting (:meth:`retire`)
 
     def _value(self, arm: int) -> float:
         return self.tokens[arm] / max(self.seconds[arm], 1e-9)
@@ -130,8 +131,16 @@ class GoodputBandit:
                 and (not isinstance(key, tuple) or other[0] == key[0])]
         return max(same, key=lambda a: _cap(self.caps[a])) if same else None
 
+    def retire(self, drafters: set[int] | frozenset[int]) -> None:
+        """Close every drafting arm of ``drafters`` (drafter indices; plain decoding's arm stays) until a later call
+        leaves them out: the drafter search's memory has pruned them (:class:`~leap.search.batch.BatchSearch`)."""
+        self.retired = frozenset(int(d) for d in drafters)
+
     def _open(self, arm: int) -> bool:
-        """Whether ``arm`` may be pulled now (the ladder: see the class docstring)."""
+        """Whether ``arm`` may be pulled now (the ladder: see the class docstring; a retired drafter's arms never)."""
+        key = self.caps[arm]
+        if isinstance(key, tuple) and key[1] > 0 and key[0] in self.retired:
+            return False
         below = self._below[arm]
         if not self.ladder or self.counts[arm] or below is None:
             return True
@@ -244,6 +253,7 @@ class GoodputBandit:
                 other.counts[arm], other.tokens[arm], other.seconds[arm] = 1, self._value(arm), 1.0
                 w = max(self.steps[arm], 1e-9)
                 other.steps[arm], other.accepted[arm], other.draft_s[arm] = 1.0, self.accepted[arm] / w, self.draft_s[arm] / w
+        other.retired = self.retired
         return other
 
     def pays(self) -> bool:

@@ -530,7 +530,8 @@ def test_each_drafters_best_goodput_over_plain_is_read_from_the_bandit_of_that_r
 def test_a_drafters_first_drafting_step_in_a_batch_is_its_setup_and_not_measured(tiny_llama, monkeypatch):
     """Beginning a drafter's rows, and what it defers to its first draft (lowbit takes the prompts in there), would
     make its first step in every batch look slow: the bandit learns from every drafting step but each drafter's first
-    in the batch, and from every plain step (red when the first step is measured)."""
+    in the batch, and from every plain step (red when the first step is measured). With ``"switch"`` also not from a
+    drafter's first step after a step it did not draft (where lowbit takes in what it missed)."""
     from leap.core.policies.batch_caps import GoodputBandit
 
     updates: list = []
@@ -553,6 +554,27 @@ def test_a_drafters_first_drafting_step_in_a_batch_is_its_setup_and_not_measured
                 measured.append((d if c else 0, c))
         assert begun and [tuple(a) for a in updates] == measured
         updates.clear()
+    from leap.core.drafters.suffix import SuffixDrafter
+
+    monkeypatch.setattr(SuffixDrafter, "keeps_context", True)  # as lowbit's llama.cpp context does
+    decoder = BatchDecoder(tiny_llama, [("suffix", {}), ("prompt-lookup", {})], num_tokens="auto", caps=(0, 2),
+                           screen=False, first_step_setup="switch")
+    skipped, lookups = 0, 0
+    for _ in range(2):
+        out = decoder.generate([[5, 9, 14, 20, 7, 11, 5, 9], [3, 8, 3, 8, 3, 8]], max_new_tokens=16)
+        measured, previous = [], None
+        for d, c in zip(out.drafters, out.caps):
+            if c and d == 0 and d != previous:
+                skipped += 1  # suffix after a plain step or prompt lookup's: a switch, not measured
+            else:
+                measured.append((d if c else 0, c))  # prompt lookup keeps no context: every step measured
+            previous = d if c else None
+        lookups += measured.count((1, 2))
+        assert [tuple(a) for a in updates] == measured
+        updates.clear()
+    assert skipped and lookups
+    with pytest.raises(SettingsError, match="switch"):
+        BatchDecoder(tiny_llama, [("suffix", {})], num_tokens="auto", first_step_setup="always")
 
 
 def test_the_bandit_is_told_which_drafters_the_batch_has_begun(tiny_llama, monkeypatch):

@@ -259,3 +259,31 @@ def test_mid_batch_a_drafter_not_yet_begun_is_switched_to_on_its_value_alone_and
     for arm, tokens in (((0, 0), 10.0), ((0, 4), 14.0), ((1, 4), 17.0), ((1, 4), 17.0)):
         bandit.update(arm, committed=tokens, seconds=1.0)
     assert bandit.choose({0}) == (1, 4)
+
+
+def test_a_retired_drafters_arms_are_never_pulled_and_a_seeded_bandit_keeps_them_closed():
+    """Retiring a drafter (the search's memory pruned it) closes its arms, however well they did - even untried
+    ones and the best so far - while plain decoding's arm and the other drafters' stay open; a later call that
+    leaves it out opens them again. Red when :meth:`GoodputBandit._open` ignores ``retired``."""
+    from leap.core.policies.batch_caps import GoodputBandit, drafter_arms
+
+    goodput = {(0, 0): 10, (0, 2): 30, (0, 4): 40, (1, 2): 12, (1, 4): 11}
+    bandit = GoodputBandit(drafter_arms(2, (0, 2, 4)))
+    for _ in range(20):
+        arm = bandit.choose()
+        bandit.update(arm, committed=goodput[arm], seconds=1.0)
+    bandit.retire({0})
+    pulled = []
+    for _ in range(60):
+        arm = bandit.choose()
+        pulled.append(arm)
+        bandit.update(arm, committed=goodput[arm], seconds=1.0)
+    assert not [a for a in pulled if a[0] == 0 and a[1] > 0] and {(0, 0), (1, 2)} <= set(pulled)
+    seeded = bandit.seeded()  # a new row count's bandit
+    assert seeded.retired == {0}
+    for _ in range(10):
+        arm = seeded.choose()
+        assert arm[0] != 0 or arm[1] == 0
+        seeded.update(arm, committed=goodput[arm], seconds=1.0)
+    bandit.retire(set())
+    assert bandit.choose() in {(0, 2), (0, 4)}  # back: its arms, the best so far, lead again
