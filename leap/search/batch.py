@@ -17,9 +17,12 @@ llama.cpp cache) takes in, when it next drafts, every token committed since it l
 unmeasured, or a search that tries each drafter in turn judges ``lowbit`` by its catching up - at B = 8 on Spec-Bench
 the search from an empty memory never drafted with it again (``docs/data/regret-3887562/b8-t0``).
 
-**Successive elimination within the run** (``prune``, default 1.0): after each batch, the drafters whose best goodput
-so far, as the bandit measured it, is below ``prune`` times the best drafter's stop drafting for the rest of the run
-(:meth:`~leap.core.decoding.batch.BatchDecoder.retire`); drafters not yet measured stay. At the default only the best
+**Successive elimination within the run** (``prune``, default 1.0): after each batch, the drafters still drafting whose
+best goodput so far, as the bandit measured it, is below ``prune`` times the best such drafter's stop drafting for the
+rest of the run (:meth:`~leap.core.decoding.batch.BatchDecoder.retire`); drafters not yet measured stay. A retired
+drafter does not come back: its value, no longer measured, is not compared with those that go on being measured (on
+Spec-Bench at B = 8, letting it back made ``lowbit`` and ``cascade`` take turns, batch by batch, as each one's value
+fell below the other's frozen one). At the default only the best
 drafter drafts after the first batch: switching between drafters that keep a context (``lowbit``, ``cascade``) costs
 each the tokens it missed, so two near-equal drafters alternating lose to either one alone - on leap's seed prompts
 at B = 8 the search that kept both paid about a quarter more per step than ``lowbit-auto``
@@ -98,9 +101,10 @@ class BatchSearch:
         if self.memory is not None and measured:
             self.memory.condition(max(len(p) for p in prompts), rows=len(prompts))
             self.memory.observe_batch({self.labels[d]: ratio for d, ratio in measured.items()})
-        if self.prune is not None and measured:
-            best = max(measured.values())
-            self.decoder.retire({d for d, ratio in measured.items() if ratio < self.prune * best})
+        active = {d: ratio for d, ratio in measured.items() if d not in self.decoder.retired}
+        if self.prune is not None and active:  # a retired drafter's value is frozen: compared no more, never back
+            best = max(active.values())
+            self.decoder.retire(self.decoder.retired | {d for d, ratio in active.items() if ratio < self.prune * best})
         return out
 
     def forget(self) -> None:

@@ -92,3 +92,19 @@ def test_forget_leaves_the_search_as_if_no_batch_had_run(tiny_llama):
     assert search.decoder.retired and search.decoder.policy(len(PROMPTS)).means()
     search.forget()
     assert not search.decoder.retired and not search.decoder.policy(len(PROMPTS)).means()
+
+
+def test_a_retired_drafter_never_comes_back_however_the_others_values_fall(tiny_llama, monkeypatch):
+    """Successive elimination is for good: a retired drafter's value is frozen, so when the drafter left drafting falls
+    below it (here 0.9 against 1.0), nothing is retired and nothing comes back - before, the two took turns batch by
+    batch. Red when the comparison takes in the retired drafters' frozen values."""
+    search = BatchSearch(tiny_llama, OPTIONS[:2], caps=(0, 2), loss_budget=None, prune=None)
+    script = iter([{0: 1.0, 1: 1.2}, {0: 1.0, 1: 0.9}, {0: 1.0, 1: 0.8}])
+    search.generate(PROMPTS, max_new_tokens=4)  # makes the decoder; nothing retired yet
+    search.prune = 1.0
+    monkeypatch.setattr(search.decoder, "goodput_over_plain", lambda rows: next(script))
+    seen = []
+    for _ in range(3):
+        search.generate(PROMPTS, max_new_tokens=4)
+        seen.append(set(search.decoder.retired))
+    assert seen == [{0}, {0}, {0}]
