@@ -17,15 +17,15 @@ llama.cpp cache) takes in, when it next drafts, every token committed since it l
 unmeasured, or a search that tries each drafter in turn judges ``lowbit`` by its catching up - at B = 8 on Spec-Bench
 the search from an empty memory never drafted with it again (``docs/data/regret-3887562/b8-t0``).
 
-**Successive elimination within the run** (``prune``, default 1.0): after each batch, the drafters still drafting whose
-best goodput so far, as the bandit measured it, is below ``prune`` times the best such drafter's stop drafting for the
-rest of the run (:meth:`~leap.core.decoding.batch.BatchDecoder.retire`); drafters not yet measured stay. A retired
-drafter does not come back: its value, no longer measured, is not compared with those that go on being measured (on
-Spec-Bench at B = 8, letting it back made ``lowbit`` and ``cascade`` take turns, batch by batch, as each one's value
-fell below the other's frozen one). At the default only the best
-drafter drafts after the first batch: switching between drafters that keep a context (``lowbit``, ``cascade``) costs
-each the tokens it missed, so two near-equal drafters alternating lose to either one alone - on leap's seed prompts
-at B = 8 the search that kept both paid about a quarter more per step than ``lowbit-auto``
+**Successive elimination within the run** (``prune``, default 1.0): after each batch, the drafters still drafting
+whose best goodput so far, as the bandit measured it, is below ``prune`` times the best such drafter's stop drafting
+for the rest of the run (:meth:`~leap.core.decoding.batch.BatchDecoder.retire`); drafters not yet measured stay. A
+retired drafter does not come back: its value, no longer measured, is not compared with those that go on being
+measured (on Spec-Bench at B = 8, letting it back made ``lowbit`` and ``cascade`` take turns, batch by batch, as each
+one's value fell below the other's frozen one). At the default only the best drafter drafts after the first batch:
+switching between drafters that keep a context (``lowbit``, ``cascade``) costs each the tokens it missed, so two
+near-equal drafters alternating lose to either one alone - on leap's seed prompts at B = 8 the search that kept both
+took 20-26 s a batch against ``lowbit-auto``'s 15-17 s for about as many steps
 (``experiments/2026-11-27-batch-elimination``). Successive elimination (Even-Dar, Mannor and Mansour 2006) with one
 batch as its round; None: off.
 

@@ -223,7 +223,7 @@ class BatchDecoder:
         """Stop drafting with ``drafters`` (indices into the drafters given; the set replaces the last one): every
         bandit's arms of theirs close, now and in bandits made later (:meth:`GoodputBandit.retire
         <leap.core.policies.batch_caps.GoodputBandit.retire>`). :class:`~leap.search.batch.BatchSearch` calls it
-        with what its memory prunes after a batch."""
+        after each batch with the drafters its successive elimination has left out."""
         from leap.core.policies.batch_caps import GoodputBandit
 
         self.retired = frozenset(int(d) for d in drafters)
