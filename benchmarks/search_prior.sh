@@ -12,31 +12,48 @@
 #    plain batched decoding), then stop: leap-drafters at B = 4 on 40 further seed prompts (seed-1520..1559, ten
 #    batches), learning into OUT/seed_batch_memory.json from an empty memory; its "batches" join the shipped prior,
 #    whose single-request options stay as they are. benchmarks/regret.sh's batch cells evaluate it on Spec-Bench.
-# Usage: [PRIOR=build|keep|batches] bash benchmarks/search_prior.sh OUT_DIR
+# 4. PRIOR=long: the prior's long-prompt set alone (SearchMemory's "long_prompts": prompts of 512 tokens and more), then
+#    stop: leap-drafters at B = 1 on 20 of leap's long seed prompts (leap.heads.prompts.long_seed_prompts: tasks over
+#    leap's own module docstrings, 550-1100 tokens; never Spec-Bench), learning into OUT/seed_long_memory.json from an
+#    empty memory; its long set joins the shipped prior, the other sets staying as they are. benchmarks/regret.sh's
+#    long-t0 cell evaluates it on Spec-Bench.
+# Usage: [PRIOR=build|keep|batches|long] bash benchmarks/search_prior.sh OUT_DIR
 set -euo pipefail
 out="${1:?usage: bash benchmarks/search_prior.sh OUT_DIR}"
 mkdir -p "$out"
 prior=leap/data/search_memory/SmolLM2-135M-Instruct.json
-if [ "${PRIOR:-build}" = batches ]; then
-  python -m leap.heads.prompts "$out/seed_batch_prompts.jsonl" 1520 40
-  rm -f "$out/seed_batch_memory.json"
-  leap bench --batch-size 4 --methods ar,leap-drafters --method-arg "leap-drafters:memory=$out/seed_batch_memory.json" \
-      --prompts "$out/seed_batch_prompts.jsonl" --num-prompts 40 --max-new-tokens 128 --temperature 0 --threads 2 \
-      --seed 0 --quiet --out "$out/seed_batch_run"
-  python - "$out/seed_batch_memory.json" "$prior" "$out" <<'PY'
+# join_set FIELD RUN_NAME DESCRIPTION BENCH_ARGS...: leap-drafters from an empty memory on OUT/RUN_NAME_prompts.jsonl,
+# learning into OUT/RUN_NAME_memory.json; its set FIELD joins the shipped prior (the other sets stay), stamped
+join_set() {
+  local field="$1" name="$2" what="$3"
+  shift 3
+  rm -f "$out/${name}_memory.json"
+  leap bench --methods ar,leap-drafters --method-arg "leap-drafters:memory=$out/${name}_memory.json" \
+      --prompts "$out/${name}_prompts.jsonl" "$@" --max-new-tokens 128 --temperature 0 --threads 2 --seed 0 --quiet \
+      --out "$out/${name}_run"
+  python - "$out/${name}_memory.json" "$prior" "$field" "PRIOR=$PRIOR bash benchmarks/search_prior.sh $out ($what)" <<'PY'
 import json, sys
 from leap.core.runtime.provenance import git_commit
 cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-memory, data = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-data["batches"] = memory["batches"]
-data["batches_made_by"] = (f"PRIOR=batches bash benchmarks/search_prior.sh {sys.argv[3]} (leap-drafters, B = 4, T = 0, "
-                           "128 new tokens, 40 seed prompts seed-1520..1559 of leap.heads.prompts; never Spec-Bench; "
-                           f"on {cpu})")
-data["batches_commit"] = git_commit()
+memory, data, field = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+data[field] = memory[field]
+data[f"{field}_made_by"] = f"{sys.argv[4][:-1]}; never Spec-Bench; on {cpu})"
+data[f"{field}_commit"] = git_commit()
 json.dump(data, open(sys.argv[2], "w"), indent=1)
 PY
   python tools/stamp_prior.py "$prior"
-  leap report "$out/seed_batch_run"
+  leap report "$out/${name}_run"
+}
+if [ "${PRIOR:-build}" = batches ]; then
+  python -m leap.heads.prompts "$out/seed_batch_prompts.jsonl" 1520 40
+  join_set batches seed_batch "leap-drafters, B = 4, T = 0, 128 new tokens, 40 seed prompts seed-1520..1559 of leap.heads.prompts" \
+      --batch-size 4 --num-prompts 40
+  exit 0
+fi
+if [ "${PRIOR:-build}" = long ]; then
+  python -m leap.heads.prompts "$out/seed_long_prompts.jsonl" 0 20 long
+  join_set long_prompts seed_long "leap-drafters, B = 1, T = 0, 128 new tokens, 20 long seed prompts seed-long-0..19 of leap.heads.prompts" \
+      --num-prompts 20
   exit 0
 fi
 if [ "${PRIOR:-build}" != keep ]; then

@@ -23,9 +23,10 @@ def main() -> None:
     args = ap.parse_args()
     data = json.load(open(args.prior))
     model = load_model(args.model, device=data.get("device_type", "cpu"), dtype=data.get("dtype", "float32"))
-    entries = {**data["options"], **data.get("batches", {})}  # a batch set's labels are drafter names
+    # a batch set's labels are drafter names; the long-prompt set's are options, as the short set's
+    entries = {**data["options"], **data.get("long_prompts", {}), **data.get("batches", {})}
     stamps = option_fingerprints([parse_option(label) for label in entries], model)
-    for field in ("options", "batches"):
+    for field in ("options", "long_prompts", "batches"):
         for label, entry in data.get(field, {}).items():
             entry["fingerprint"] = stamps[label]
     with open(args.prior, "w") as f:

@@ -171,7 +171,7 @@ class SearchMethod(BenchMethod):
                  metric_args: dict[str, dict[str, Any]] | None = None, low_bit: bool = False, low_bits: int = 8,
                  seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
                  memory_horizon: int = 8, memory_recheck: int = 16, budget_s: float = 0.0,
-                 give_up: int | None = None, favourite_first: bool = True,
+                 give_up: int | None = None, favourite_first: bool = True, abandon: float = 0.5,
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  **agent_kwargs: Any) -> None:
@@ -216,7 +216,7 @@ class SearchMethod(BenchMethod):
                                       favourite_first=bool(favourite_first), carry_over=int(carry_over),
                                       loss_budget=options.loss_budget if loss_budget is None else float(loss_budget),
                                       steps_per_trial=steps_per_trial or options.steps_per_trial,
-                                      carry_renew=bool(carry_renew))  # --method-arg values arrive as JSON: 0, true
+                                      carry_renew=bool(carry_renew), abandon=float(abandon))  # JSON: 0, true
             return OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify,
                                                 low_bits=int(low_bits)), factory, settings, memory=self.memory)
 
@@ -301,7 +301,8 @@ def _leap_drafters(model: LeapModel, options: BenchOptions, drafters: Sequence[s
     """LEAP searching over drafters: MCTS on the joint (drafter option, layer configuration) space,
     4 real steps per trial, a choice that paid reused for up to 4 following prompts, and 4 more each time it holds up
     (carry_renew=0: searched again every fifth prompt); favourite_first=false: the agent draws the first trial, not
-    the memory's favourite; agent=NAME runs another registered agent on the same space"""
+    the memory's favourite; abandon=0: every trial runs its four steps (by default one whose first two measured below
+    half the best other option's reward stops); agent=NAME runs another registered agent on the same space"""
     from leap.search.drafter_space import DEFAULT_DRAFTERS
 
     agent_kwargs.setdefault("steps_per_trial", 4)

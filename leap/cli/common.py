@@ -142,6 +142,9 @@ def add_search_args(p: argparse.ArgumentParser) -> None:
                    help="the search's first trial is the memory's favourite option (not its agent's own draw), and it "
                         "settles when that trial confirms what the memory expected of it (docs/search.md; the "
                         "default; --no-favourite-first: the agent draws the first trial)")
+    p.add_argument("--abandon", type=float, default=0.5, metavar="F",
+                   help="a trial whose first half measured below F times the best other configuration's mean reward "
+                        "on this request stops there (default 0.5; 0: every trial runs whole, the ablation)")
 
 
 def config_from_args(args: argparse.Namespace, num_layers: int):

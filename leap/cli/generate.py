@@ -153,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
                                                                steps_per_trial=args.steps_per_trial,
                                                                carry_over=args.carry_over,
                                                                loss_budget=args.loss_budget,
-                                                               favourite_first=args.favourite_first),
+                                                               favourite_first=args.favourite_first,
+                                                               abandon=args.abandon),
                               memory=memory)
         searched = runner.generate(args.prompt, **settings)
         record = searched.to_dict()

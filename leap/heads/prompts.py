@@ -5,13 +5,18 @@ request Spec-Bench measures (writing, roleplay, reasoning, math, coding, extract
 translation, summarisation, QA, retrieval-style questions) so the model's own answers to them cover the
 same registers. :func:`seed_prompts` draws ``n`` of them in a seed-fixed order; the model answers them
 (:mod:`leap.heads.data`), as EAGLE-2/3 and HASS train on the target's own answers.
+
+:func:`long_seed_prompts` are leap's long prompts (600 tokens and more: the search memory's "long" condition,
+:class:`leap.search.memory.SearchMemory`): summarisation and retrieval-style tasks over documents written for leap - the
+module docstrings of its own source, a technical prose that is this repository's (Apache-2.0) and never Spec-Bench's.
+``benchmarks/search_prior.sh`` (``PRIOR=long``) learns the shipped prior's long-prompt set on them.
 """
 
 from __future__ import annotations
 
 import random
 
-__all__ = ["TOPICS", "TEMPLATES", "MATH", "seed_prompts", "write_prompt_file"]
+__all__ = ["TOPICS", "TEMPLATES", "MATH", "LONG_TASKS", "seed_prompts", "long_seed_prompts", "write_prompt_file"]
 
 TOPICS = [
     "the water cycle", "photosynthesis", "black holes", "the French Revolution", "the Roman Empire",
@@ -78,18 +83,66 @@ def seed_prompts(n: int | None = None, seed: int = 0) -> list[str]:
         raise ValueError(f"at most {len(pool)} seed prompts, asked for {n}")
     return pool if n is None else pool[:n]
 
+#: the tasks a long seed prompt sets over its document ({doc}): summarisation and retrieval-style questions
+LONG_TASKS = [
+    "Summarize the following text in one paragraph.\n\n{doc}",
+    "Read the documentation below, then explain in plain words what it describes and why.\n\n{doc}",
+    "{doc}\n\nList the three most important points of the text above.",
+    "Here are notes from a software project:\n\n{doc}\n\nWrite a short summary of them for a newcomer.",
+    "Using only the text below, answer: what problem does it solve, and how?\n\n{doc}",
+]
 
-def write_prompt_file(path: str, start: int, n: int) -> None:
-    """Seed prompts ``start .. start + n - 1`` as a ``leap bench --prompts`` JSONL file (category ``seed``):
-    held-out text for tuning and measuring heads, when ``start`` is past the prompts a head trained on."""
+
+def _documents(min_chars: int) -> list[str]:
+    """leap's own module docstrings of at least a third of ``min_chars``, in path order."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        try:
+            doc = ast.get_docstring(ast.parse(path.read_text()))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        if doc and len(doc) >= min_chars // 3:
+            found.append(doc.strip())
+    return found
+
+
+def long_seed_prompts(n: int | None = None, seed: int = 0, min_chars: int = 1800) -> list[str]:
+    """``n`` long prompts (``n=None``: as many as leap's docstrings make), in a seed-fixed order: each a
+    :data:`LONG_TASKS` task over one document of at least ``min_chars`` characters (one docstring, or consecutive ones
+    of the shuffled list joined), every docstring used once. They follow leap's source: the commit that ran a
+    benchmark names them."""
+    rng = random.Random(seed)
+    docs = _documents(min_chars)
+    rng.shuffle(docs)
+    prompts, parts = [], []
+    for doc in docs:
+        parts.append(doc)
+        if sum(map(len, parts)) >= min_chars:
+            prompts.append(LONG_TASKS[len(prompts) % len(LONG_TASKS)].format(doc="\n\n".join(parts)))
+            parts = []
+    if n is not None and n > len(prompts):
+        raise ValueError(f"at most {len(prompts)} long seed prompts, asked for {n}")
+    return prompts if n is None else prompts[:n]
+
+
+def write_prompt_file(path: str, start: int, n: int, long: bool = False) -> None:
+    """Seed prompts ``start .. start + n - 1`` as a ``leap bench --prompts`` JSONL file (category ``seed``; with
+    ``long``, :func:`long_seed_prompts`, category ``seed-long``): held-out text for tuning and measuring heads and
+    the search's prior, when ``start`` is past the prompts a head trained on."""
     import json
 
+    texts = (long_seed_prompts if long else seed_prompts)(start + n)[start:]
+    kind = "seed-long" if long else "seed"
     with open(path, "w") as f:
-        for i, text in enumerate(seed_prompts(start + n)[start:]):
-            f.write(json.dumps({"question_id": f"seed-{start + i}", "category": "seed", "turns": [text]}) + "\n")
+        for i, text in enumerate(texts):
+            f.write(json.dumps({"question_id": f"{kind}-{start + i}", "category": kind, "turns": [text]}) + "\n")
 
 
-if __name__ == "__main__":  # python -m leap.heads.prompts PATH START N (the benchmark scripts' held-out prompts)
+if __name__ == "__main__":  # python -m leap.heads.prompts PATH START N [long] (the benchmark scripts' held-out prompts)
     import sys
 
-    write_prompt_file(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    write_prompt_file(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), long=sys.argv[4:] == ["long"])

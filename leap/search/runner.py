@@ -35,6 +35,12 @@ memory's favourite first and settles once nothing is remembered above the leader
 trials confirm what the memory expected of it (at least ``keep`` times its remembered mean): one trial on a request
 the memory knows.
 
+**Abandoned trials** (``abandon``, default 0.5): a trial of several steps stops at its half when those steps measured
+below ``abandon`` times the best mean reward another configuration has on this request. From an empty memory a request
+tries every option; most lose by far to the leader (on Spec-Bench from an empty memory, ``docs/data/regret/b1-t0``: the
+first two requests' 16 trials of four steps each, 14 of them below half the leader's reward), so their second halves
+bought little but their cost. One successive-halving round within a trial (Jamieson & Talwalkar 2016).
+
 Search overhead (``ask``/``tell``, the agent's probes) is reported separately. Greedy output stays plain decoding's.
 
 With a drafter dimension (:class:`~leap.search.drafter_space.JointSpace`) the agent proposes
@@ -49,14 +55,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from leap.core.config import LayerConfig
 from leap.core.decoding.decoder import SelfSpecDecoder
 from leap.core.drafters import Drafter, make_drafter
 from leap.core.errors import SettingsError
-from leap.core.decoding.outcome import GenerationOutcome, StepRecord
+from leap.core.decoding.outcome import StepRecord
 from leap.core.modeling.probe import ContextProbe
 from leap.core.modeling.trace import LayerTrace
 from leap.redundancy.build import baseline_space, build_space
@@ -65,76 +70,13 @@ from leap.search.drafter_space import DraftChoice, DrafterOption
 from leap.search.history import SearchHistory
 from leap.search.memory import SearchMemory
 from leap.search.reward import CostModelSpeedup, MeasuredSpeedup
+from leap.search.settings import SearchOutcome, SearchSettings
 
 __all__ = ["OnlineSearch", "SearchSettings", "SearchOutcome", "build_space", "baseline_space"]  # the last two re-exported from leap.redundancy.build
 
 #: the trials an option needs on a request that ended inside its search before that request's trials carry it to the
 #: next request (:meth:`OnlineSearch._carry`)
 MIN_CARRY_TRIALS = 2
-
-
-@dataclass(frozen=True)
-class SearchSettings:
-    """``budget``: search iterations per prompt; ``base_steps``: plain steps timing ``t_base``;
-    ``min_speedup``: the fixed configuration's mean reward must reach it, else plain decoding;
-    ``give_up``: stop searching after this many iterations if no trial has reached ``min_speedup``
-    (0 = never); ``reward``: "measured" or "cost"; ``steps_per_trial``: real steps per search
-    iteration, rewarded as one (their summed tokens over their summed time). LEAP's trial is one step
-    (default 1); model-free drafts accept 0 to 7+ tokens from one step to the next, so a one-step
-    reward mostly measures luck and a search over drafters is steadier with 3-4; ``carry_over``: reuse
-    a fixed choice whose fixed phase measured at least ``min_speedup`` for up to this many following
-    prompts without searching, and search again as soon as it stops paying (0 = search every prompt,
-    LEAP's); ``carry_renew``: a carried request at >= ``keep`` times its option's remembered mean restarts the
-    ``carry_over`` count (a choice that holds up is not searched again every few requests); ``loss_budget``: the
-    most the search may lose, as a fraction of the request's plain-decoding time, before some configuration pays
-    (module docstring; 0 = no limit); ``budget_s``: the most seconds a request's search may take, set-up included (0 =
-    no limit; ``stop`` = "time"): an equal wall-clock budget for agents whose asks cost differently (issue 34);
-    ``favourite_first``: the memory's favourite option is a request's first trial; settle once none is remembered above
-    the leader, or once the favourite confirms what the memory expected of it (module docstring; the default)."""
-
-    budget: int = 40
-    base_steps: int = 2
-    min_speedup: float = 1.0
-    give_up: int = 10
-    reward: str = "measured"
-    steps_per_trial: int = 1
-    carry_over: int = 0
-    carry_renew: bool = False
-    loss_budget: float = 0.03
-    budget_s: float = 0.0
-    favourite_first: bool = True
-
-    def __post_init__(self) -> None:
-        if self.budget < 0 or self.base_steps < 0 or self.give_up < 0 or self.steps_per_trial < 1 \
-                or self.carry_over < 0 or not self.loss_budget >= 0 or not self.budget_s >= 0:
-            raise SettingsError("search settings: budget, base_steps, give_up, carry_over, loss_budget and budget_s "
-                                "must be >= 0, steps_per_trial >= 1")
-        if self.reward not in ("measured", "cost"):
-            raise SettingsError(f"reward must be 'measured' or 'cost', got {self.reward!r}")
-
-
-@dataclass
-class SearchOutcome:
-    """A generation plus what the search did."""
-
-    generation: GenerationOutcome
-    iterations: int
-    converged: bool
-    fixed_config: str | None
-    search_overhead_s: float
-    t_base_s: float
-    trials: list[dict[str, Any]] = field(default_factory=list)
-    carried_over: bool = False  # the fixed choice came from an earlier prompt (SearchSettings.carry_over)
-    #: why the search ended: "converged", "budget" (iterations), "time" (seconds), "give_up", "loss_budget", "memory"
-    #: (settled by earlier requests), "done" (the prompt ended first) or "carried" (an earlier prompt's choice)
-    stop: str = ""
-    search_loss_s: float = 0.0  # the trials' time beyond plain decoding's for their tokens, plus agent time
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.generation.to_dict(), "search_iterations": self.iterations, "converged": self.converged,
-                "fixed_config": self.fixed_config, "search_overhead_s": self.search_overhead_s,
-                "t_base_s": self.t_base_s, "trials": self.trials, "carried_over": self.carried_over,
-                "search_stop": self.stop, "search_loss_s": self.search_loss_s}
 
 
 class OnlineSearch:
@@ -190,10 +132,17 @@ class OnlineSearch:
             return session.step(config.config, drafter=self._drafter(config.drafter))
         return session.step(config, drafter=None)
 
-    def _trial(self, session, config) -> list[StepRecord]:
-        """``steps_per_trial`` real steps under ``config`` (fewer if the prompt ends)."""
+    def _trial(self, session, config, reward, history: SearchHistory) -> list[StepRecord]:
+        """``steps_per_trial`` real steps under ``config`` (fewer if the prompt ends, or if the trial is abandoned at
+        its half: ``SearchSettings.abandon``, module docstring)."""
+        s = self.settings
+        others = [mean for c, (mean, *_) in history.mean_rewards().items() if c != config]
+        bar = s.abandon * max(others) if s.abandon and others else None
+        half = (s.steps_per_trial + 1) // 2
         records = [self._step(session, config)]
-        while len(records) < self.settings.steps_per_trial and not session.done:
+        while len(records) < s.steps_per_trial and not session.done:
+            if bar is not None and len(records) >= half and reward.trial(records) < bar:
+                break
             records.append(self._step(session, config))
         return records
 
@@ -269,7 +218,7 @@ class OnlineSearch:
             config = self._favourite() if s.favourite_first and not len(history) else None
             config = config if config is not None else self.agent.ask(history)
             spent = clock() - t0
-            steps = self._trial(session, config)
+            steps = self._trial(session, config, reward, history)
             r = reward.trial(steps)
             committed, seconds = sum(x.committed for x in steps), sum(x.time_s for x in steps)
             history.record(config, r, committed=committed, drafted=sum(x.drafted for x in steps),

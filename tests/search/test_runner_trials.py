@@ -7,6 +7,7 @@ import time
 import pytest
 
 from leap.core import SelfSpecDecoder
+from leap.core.drafters import Drafter
 from leap.core.errors import SettingsError
 from leap.search.base import SearchAgent
 from leap.search.drafter_space import DraftChoice, JointSpace, parse_option
@@ -18,7 +19,7 @@ def test_each_trial_spans_steps_per_trial_steps_and_output_stays_lossless(tiny_l
     prompt = [5, 6, 7, 8] * 3
     plain = SelfSpecDecoder(tiny_llama, None).generate(prompt, max_new_tokens=40).token_ids
     factory = agent_factory("ucb", tiny_llama.num_layers, seed=0, drafters=["suffix", "prompt-lookup"])
-    settings = SearchSettings(budget=5, steps_per_trial=3, give_up=0, min_speedup=0.0)
+    settings = SearchSettings(budget=5, steps_per_trial=3, give_up=0, min_speedup=0.0, abandon=0.0)
     out = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory, settings).generate(prompt, max_new_tokens=40)
     assert out.generation.token_ids == plain
     assert 1 <= out.iterations <= 5
@@ -34,6 +35,63 @@ def test_bad_search_settings_name_the_fix():
         SearchSettings(steps_per_trial=0)
     with pytest.raises(SettingsError, match="reward"):
         SearchSettings(reward="fast")
+    with pytest.raises(SettingsError, match="abandon"):
+        SearchSettings(abandon=1.0)
+
+
+class _Oracle(Drafter):
+    """Proposes two tokens of the plain output (the test fills :attr:`reference`): every step commits three."""
+
+    name = "oracle"
+    reference: list[int] = []
+
+    def begin(self, prompt):
+        self.prompt_len = len(prompt)
+
+    def propose(self, tokens, max_tokens):
+        done = len(tokens) - self.prompt_len
+        return list(self.reference[done: done + min(max_tokens, 2)])
+
+
+class _Wrong(Drafter):
+    """Proposes tokens no step accepts: every step commits one."""
+
+    name = "always-wrong"
+
+    def propose(self, tokens, max_tokens):
+        return [(tokens[-1] + 1 + i) % 50 for i in range(min(max_tokens, 2))]
+
+
+class _Script(SearchAgent):
+    """Asks the oracle first, then the wrong drafter: the test does not depend on an agent's choices."""
+
+    def __init__(self, num_layers: int) -> None:
+        super().__init__(JointSpace(baseline_space(num_layers), ["prompt-lookup", "suffix"]))
+        self.good, self.bad = (DraftChoice(option, None) for option in self.space.options)
+
+    def ask(self, history):
+        return self.good if not len(history) else self.bad
+
+
+@pytest.mark.parametrize("abandon", [0.5, 0.0])
+def test_a_trial_far_below_the_leader_is_abandoned_at_its_half(tiny_qwen2, monkeypatch, abandon):
+    """With ``abandon``, a trial whose first half measured below half the best other option's reward stops there: the
+    wrong drafter's trials run two of their four steps (red when _trial ignores the bar); with 0 every trial runs whole.
+    The cost-model reward keeps the rewards deterministic; the output stays plain decoding's."""
+    import leap.search.runner as runner_module
+
+    prompt = [5, 6, 7, 8] * 3
+    plain = SelfSpecDecoder(tiny_qwen2, None).generate(prompt, max_new_tokens=60).token_ids
+    _Oracle.reference = plain + [0] * 8
+    monkeypatch.setattr(runner_module, "make_drafter",
+                        lambda name, **kwargs: _Oracle() if name == "prompt-lookup" else _Wrong())
+    settings = SearchSettings(budget=3, steps_per_trial=4, give_up=0, min_speedup=0.0, reward="cost", abandon=abandon)
+    out = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _Script(tiny_qwen2.num_layers),
+                       settings).generate(prompt, max_new_tokens=60)
+    assert out.generation.token_ids == plain
+    good, *bad = out.trials
+    assert good["config"] == "prompt-lookup" and good["committed"] == 12  # the leader's trial runs whole
+    assert [t["committed"] for t in bad] == ([2, 2] if abandon else [4, 4])
 
 
 class _AlwaysPromptLookup(SearchAgent):

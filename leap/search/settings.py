@@ -1,0 +1,84 @@
+"""What an online search is told (:class:`SearchSettings`) and what it returns (:class:`SearchOutcome`).
+
+Who calls what: :class:`leap.search.runner.OnlineSearch` (which re-exports both) runs a request under the settings
+and returns the outcome; ``leap generate`` and the benchmarks' :class:`leap.bench.methods.SearchMethod` build the
+settings from their flags. The rules each setting governs are described in :mod:`leap.search.runner`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from leap.core.decoding.outcome import GenerationOutcome
+from leap.core.errors import SettingsError
+
+__all__ = ["SearchSettings", "SearchOutcome"]
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """``budget``: search iterations per prompt; ``base_steps``: plain steps timing ``t_base``;
+    ``min_speedup``: the fixed configuration's mean reward must reach it, else plain decoding;
+    ``give_up``: stop searching after this many iterations if no trial has reached ``min_speedup``
+    (0 = never); ``reward``: "measured" or "cost"; ``steps_per_trial``: real steps per search
+    iteration, rewarded as one (their summed tokens over their summed time). LEAP's trial is one step
+    (default 1); model-free drafts accept 0 to 7+ tokens from one step to the next, so a one-step
+    reward mostly measures luck and a search over drafters is steadier with 3-4; ``carry_over``: reuse
+    a fixed choice whose fixed phase measured at least ``min_speedup`` for up to this many following
+    prompts without searching, and search again as soon as it stops paying (0 = search every prompt,
+    LEAP's); ``carry_renew``: a carried request at >= ``keep`` times its option's remembered mean restarts the
+    ``carry_over`` count (a choice that holds up is not searched again every few requests); ``loss_budget``: the
+    most the search may lose, as a fraction of the request's plain-decoding time, before some configuration pays
+    (module docstring; 0 = no limit); ``budget_s``: the most seconds a request's search may take, set-up included (0 =
+    no limit; ``stop`` = "time"): an equal wall-clock budget for agents whose asks cost differently (issue 34);
+    ``favourite_first``: the memory's favourite option is a request's first trial; settle once none is remembered above
+    the leader, or once the favourite confirms what the memory expected of it (module docstring; the default);
+    ``abandon``: a trial whose first half (of ``steps_per_trial``) measured below ``abandon`` times the best mean reward
+    of another configuration on this request stops there (module docstring; 0 = every trial runs whole)."""
+
+    budget: int = 40
+    base_steps: int = 2
+    min_speedup: float = 1.0
+    give_up: int = 10
+    reward: str = "measured"
+    steps_per_trial: int = 1
+    carry_over: int = 0
+    carry_renew: bool = False
+    loss_budget: float = 0.03
+    budget_s: float = 0.0
+    favourite_first: bool = True
+    abandon: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.budget < 0 or self.base_steps < 0 or self.give_up < 0 or self.steps_per_trial < 1 \
+                or self.carry_over < 0 or not self.loss_budget >= 0 or not self.budget_s >= 0 \
+                or not 0 <= self.abandon < 1:
+            raise SettingsError("search settings: budget, base_steps, give_up, carry_over, loss_budget and budget_s "
+                                "must be >= 0, steps_per_trial >= 1, abandon in [0, 1)")
+        if self.reward not in ("measured", "cost"):
+            raise SettingsError(f"reward must be 'measured' or 'cost', got {self.reward!r}")
+
+
+@dataclass
+class SearchOutcome:
+    """A generation plus what the search did."""
+
+    generation: GenerationOutcome
+    iterations: int
+    converged: bool
+    fixed_config: str | None
+    search_overhead_s: float
+    t_base_s: float
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    carried_over: bool = False  # the fixed choice came from an earlier prompt (SearchSettings.carry_over)
+    #: why the search ended: "converged", "budget" (iterations), "time" (seconds), "give_up", "loss_budget", "memory"
+    #: (settled by earlier requests), "done" (the prompt ended first) or "carried" (an earlier prompt's choice)
+    stop: str = ""
+    search_loss_s: float = 0.0  # the trials' time beyond plain decoding's for their tokens, plus agent time
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.generation.to_dict(), "search_iterations": self.iterations, "converged": self.converged,
+                "fixed_config": self.fixed_config, "search_overhead_s": self.search_overhead_s,
+                "t_base_s": self.t_base_s, "trials": self.trials, "carried_over": self.carried_over,
+                "search_stop": self.stop, "search_loss_s": self.search_loss_s}
