@@ -44,8 +44,8 @@ where ``lowbit`` alone takes about 2); the others keep counting with their old m
 **Prompt length.** What wins on short prompts need not win on long ones (a draft that must first take in a long
 prompt, a verification over a long context), so the memory keeps two sets of means: requests whose prompt has fewer
 than ``long_prompt`` tokens (512) and the rest. :meth:`SearchMemory.condition` picks the set before a request, and
-everything above reads and writes that set alone; the shipped prior, measured on short prompts, fills the short set
-only, so a first long prompt searches instead of trusting it. ``long_prompt=0`` keeps one set (the ablation).
+everything above reads and writes that set alone; the shipped prior fills each from its own prompts (the long set
+from leap's long seed prompts, :func:`leap.heads.prompts.long_seed_prompts`). ``long_prompt=0``: one set (ablation).
 
 **Batches.** A batch is a condition of its own (``condition(..., rows=B)``, B > 1): a third set of means, one per
 drafter, each the goodput of its best (drafter, cap) arm over plain batched decoding's as the batch's bandit measured
