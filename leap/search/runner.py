@@ -37,9 +37,9 @@ the memory knows.
 
 **Abandoned trials** (``abandon``, default 0.5): a trial of several steps stops at its half when those steps measured
 below ``abandon`` times the best mean reward another configuration has on this request. From an empty memory a request
-tries every option; most lose by far to the leader (on Spec-Bench from an empty memory, ``docs/data/regret/b1-t0``: the
-first two requests' 16 trials of four steps each, 14 of them below half the leader's reward), so their second halves
-bought little but their cost. One successive-halving round within a trial (Jamieson & Talwalkar 2016).
+tries every option, and most lose by far to the leader: on Spec-Bench (``docs/data/regret-a0f27b7/b1-t0``) 11 of the
+14 trials after the first two requests' first trials measured below half the best reward found before them, so their
+second halves bought little but their cost. One successive-halving round within a trial (Jamieson & Talwalkar 2016).
 
 Search overhead (``ask``/``tell``, the agent's probes) is reported separately. Greedy output stays plain decoding's.
 
