@@ -33,7 +33,10 @@ default model, where one option wins nearly everywhere, a request that confirms 
 there instead of paying a trial of every option the pruning left in. ``favourite_first`` (on by default) runs the
 memory's favourite first and settles once nothing is remembered above the leader's trials, or once the favourite's
 trials confirm what the memory expected of it (at least ``keep`` times its remembered mean): one trial on a request
-the memory knows.
+the memory knows. Where the memory has no favourite yet, a request that carries nothing on hands its leader (its best
+option without layers that paid) to the next request as that request's first trial, and that earlier trial counts
+towards carrying it: from an empty memory, 128-token requests end inside their search with a leader tried once, and
+each searched again from scratch (``docs/data/regret/long-t0``: four requests in a row).
 
 **Abandoned trials** (``abandon``, default 0.5): a trial of several steps stops at its half when those steps measured
 below ``abandon`` times the best mean reward another configuration has on this request. From an empty memory a request
@@ -108,13 +111,14 @@ class OnlineSearch:
         self._last_paid: bool | None = None  # whether the last search found a configuration that paid
         self._fruitless = 0  # searches in a row that found nothing paying
         self._skips_left = 0  # requests still to decode plainly without the space (doubling per fruitless search)
+        self._handed: DraftChoice | None = None  # the last request's leader, which carried nothing on (docstring)
 
     def forget(self) -> None:
-        """Forget what earlier requests taught the search (the last plain step time, a carried choice, the streak of
-        fruitless searches); the drafters stay made. The memory is its owner's to reset. ``leap bench`` calls it after
+        """Forget what earlier requests taught the search (the last plain step time, a carried or handed choice, the
+        streak of fruitless searches); the drafters stay made. The memory is its owner's to reset. ``leap bench`` calls it after
         its untimed warm-up (:meth:`leap.bench.methods.BenchMethod.after_warm_up`)."""
         self._t_base, self._carried, self._carry_left, self._space_s = 0.0, None, 0, None
-        self._last_paid, self._fruitless, self._skips_left = None, 0, 0
+        self._last_paid, self._fruitless, self._skips_left, self._handed = None, 0, 0, None
 
     def _drafter(self, option: DrafterOption) -> Drafter:
         if option not in self.drafters:
@@ -207,6 +211,7 @@ class OnlineSearch:
             overhead = clock() - t0
             self._space_s = overhead - first_use
         lost = 0.0  # the trials' loss (the space's cost is governed by the skip above)
+        handed, self._handed = (self._handed if carried is None and not skip else None), None
         while carried is None and not skip and not session.done:
             if iterations >= s.budget or (s.budget_s and clock() - search_t0 >= s.budget_s):
                 stop = "budget" if iterations >= s.budget else "time"  # iterations, or seconds (budget_s), spent
@@ -215,7 +220,9 @@ class OnlineSearch:
                 stop = "loss_budget"  # losing cheaply: nothing paid, and the search has cost its share
                 break
             t0 = clock()
-            config = self._favourite() if s.favourite_first and not len(history) else None
+            config = self._first_trial(handed) if s.favourite_first and not len(history) else None
+            if not len(history):  # the handed leader tried first: its earlier trial counts towards carrying it
+                handed = handed if config is not None and config == handed else None
             config = config if config is not None else self.agent.ask(history)
             spent = clock() - t0
             steps = self._trial(session, config, reward, history)
@@ -255,7 +262,9 @@ class OnlineSearch:
             means = history.mean_rewards()
             self._carry(fixed, carried is not None, len(session.new_token_ids) - n_fixed,
                         session.decode_time_s - t_fixed, t_base, means[fixed][0] if fixed in means else None,
-                        means[fixed][1] if fixed in means else 0)
+                        (means[fixed][1] if fixed in means else 0) + (handed is not None and fixed == handed))
+        if carried is None and self._carried is None and len(history):
+            self._handed = self._leader(history)
         if self.memory is not None:
             self._remember(history, fixed, len(session.new_token_ids) - n_fixed, session.decode_time_s - t_fixed,
                            t_base)
@@ -287,6 +296,21 @@ class OnlineSearch:
         ok = self.memory is not None and self.agent.accepts_foreign_trials
         option = self.memory.favourite([o for o in self.agent.space.options if not o.uses_layers]) if ok else None
         return None if option is None else DraftChoice(option, None)
+
+    def _first_trial(self, handed: DraftChoice | None) -> DraftChoice | None:
+        """``favourite_first``: the memory's favourite, else the last request's leader (``handed``) where this request
+        offers it (module docstring)."""
+        favourite = self._favourite()
+        if favourite is not None or handed is None or not self.agent.accepts_foreign_trials:
+            return favourite
+        return handed if handed.drafter in self.agent.space.options else None
+
+    def _leader(self, history: SearchHistory) -> DraftChoice | None:
+        """The option without layers whose mean trial reward on this request is best, if it reaches ``min_speedup``."""
+        means = [(mean, c) for c, (mean, *_) in history.mean_rewards().items()
+                 if isinstance(c, DraftChoice) and c.config is None]
+        mean, best = max(means, key=lambda m: m[0]) if means else (0.0, None)
+        return best if best is not None and mean >= self.settings.min_speedup else None
 
     def _paying(self, history: SearchHistory) -> bool:
         """Whether some configuration's mean reward so far reaches ``min_speedup`` (one the fix would keep)."""

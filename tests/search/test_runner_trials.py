@@ -243,3 +243,37 @@ def test_a_drafters_one_time_loading_does_not_count_as_the_spaces_cost(tiny_qwen
     assert first.iterations >= 1 and first.fixed_config is None and first.search_overhead_s >= 0.5
     second = runner.generate([9, 10, 9, 10, 9], max_new_tokens=40)
     assert second.iterations >= 1, second.stop
+
+
+class _WrongFirst(_Script):
+    """Asks the wrong drafter for its first two trials of each request, then the oracle; takes the runner's first
+    trial."""
+
+    accepts_foreign_trials = True
+
+    def ask(self, history):
+        return self.bad if sum(t.config == self.bad for t in history) < 2 else self.good
+
+
+@pytest.mark.parametrize("favourite_first", [True, False])
+def test_a_leader_that_carried_nothing_is_the_next_requests_first_trial(tiny_qwen2, monkeypatch, favourite_first):
+    """A request that ends inside its search with its leader tried once hands it to the next request, which tries it
+    first and carries it once that trial confirms it (the earlier trial counts towards ``MIN_CARRY_TRIALS``). Red when
+    the leader is not handed on: the second request starts with the agent's draw and the third searches again. Without
+    ``favourite_first`` the agent draws every first trial."""
+    import leap.search.runner as runner_module
+
+    prompt = [5, 6, 7, 8] * 3
+    plain = SelfSpecDecoder(tiny_qwen2, None).generate(prompt, max_new_tokens=17).token_ids
+    _Oracle.reference = plain + [0] * 8
+    monkeypatch.setattr(runner_module, "make_drafter",
+                        lambda name, **kwargs: _Oracle() if name == "prompt-lookup" else _Wrong())
+    settings = SearchSettings(budget=50, steps_per_trial=4, give_up=0, min_speedup=0.0, reward="cost", carry_over=2,
+                              favourite_first=favourite_first)
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _WrongFirst(tiny_qwen2.num_layers), settings)
+    first = runner.generate(prompt, max_new_tokens=17)
+    assert first.stop == "done" and [t["config"] for t in first.trials] == ["suffix", "suffix", "prompt-lookup"]
+    second = runner.generate(prompt, max_new_tokens=17)
+    assert second.generation.token_ids == plain
+    assert (second.trials[0]["config"] == "prompt-lookup") is favourite_first
+    assert runner.generate(prompt, max_new_tokens=17).carried_over is favourite_first
