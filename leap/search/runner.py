@@ -36,7 +36,7 @@ trials confirm what the memory expected of it (at least ``keep`` times its remem
 the memory knows. Where the memory has no favourite yet, a request that carries nothing on hands its leader (its best
 option without layers that paid) to the next request as that request's first trial, and that earlier trial counts
 towards carrying it: from an empty memory, 128-token requests end inside their search with a leader tried once, and
-each searched again from scratch (``docs/data/regret/long-t0``: four requests in a row).
+each searched again from scratch (``docs/data/regret-1c947d6/long-t0``: four requests in a row).
 
 **Abandoned trials** (``abandon``, default 0.5): a trial of several steps stops at its half when those steps measured
 below ``abandon`` times the best mean reward another configuration has on this request. From an empty memory a request
@@ -115,8 +115,8 @@ class OnlineSearch:
 
     def forget(self) -> None:
         """Forget what earlier requests taught the search (the last plain step time, a carried or handed choice, the
-        streak of fruitless searches); the drafters stay made. The memory is its owner's to reset. ``leap bench`` calls it after
-        its untimed warm-up (:meth:`leap.bench.methods.BenchMethod.after_warm_up`)."""
+        streak of fruitless searches); the drafters stay made. The memory is its owner's to reset. ``leap bench``
+        calls it after its untimed warm-up (:meth:`leap.bench.methods.BenchMethod.after_warm_up`)."""
         self._t_base, self._carried, self._carry_left, self._space_s = 0.0, None, 0, None
         self._last_paid, self._fruitless, self._skips_left, self._handed = None, 0, 0, None
 
