@@ -36,7 +36,9 @@ trials confirm what the memory expected of it (at least ``keep`` times its remem
 the memory knows. Where the memory has no favourite yet, a request that carries nothing on hands its leader (its best
 option without layers that paid) to the next request as that request's first trial, and that earlier trial counts
 towards carrying it: from an empty memory, 128-token requests end inside their search with a leader tried once, and
-each searched again from scratch (``docs/data/regret-1c947d6/long-t0``: four requests in a row).
+each searched again from scratch (``docs/data/regret-1c947d6/long-t0``: four requests in a row). Each of the memory's
+conditions (:meth:`~leap.search.memory.SearchMemory.condition`: short prompts, long prompts) keeps its own carried
+choice, handed leader and plain step time, so what won on short prompts is not carried to a long one.
 
 **Abandoned trials** (``abandon``, default 0.5): a trial of several steps stops at its half when those steps measured
 below ``abandon`` times the best mean reward another configuration has on this request. From an empty memory a request
@@ -112,6 +114,8 @@ class OnlineSearch:
         self._fruitless = 0  # searches in a row that found nothing paying
         self._skips_left = 0  # requests still to decode plainly without the space (doubling per fruitless search)
         self._handed: DraftChoice | None = None  # the last request's leader, which carried nothing on (docstring)
+        self._condition = ""  # the memory's condition of the last request (short, long, batch): each keeps its own
+        self._parked: dict[str, tuple] = {}  # ... t_base, carried choice and handed leader (_enter)
 
     def forget(self) -> None:
         """Forget what earlier requests taught the search (the last plain step time, a carried or handed choice, the
@@ -119,6 +123,17 @@ class OnlineSearch:
         calls it after its untimed warm-up (:meth:`leap.bench.methods.BenchMethod.after_warm_up`)."""
         self._t_base, self._carried, self._carry_left, self._space_s = 0.0, None, 0, None
         self._last_paid, self._fruitless, self._skips_left, self._handed = None, 0, 0, None
+        self._parked = {}
+
+    def _enter(self, condition: str) -> None:
+        """Switch to ``condition``'s own last plain step time, carried choice and handed leader, parking the last
+        condition's: what won on short prompts is not carried to a long one (module docstring), and a short prompt
+        between long ones does not end their carry."""
+        if condition != self._condition:
+            self._parked[self._condition] = (self._t_base, self._carried, self._carry_left, self._handed)
+            self._t_base, self._carried, self._carry_left, self._handed = \
+                self._parked.pop(condition, (0.0, None, 0, None))
+            self._condition = condition
 
     def _drafter(self, option: DrafterOption) -> Drafter:
         if option not in self.drafters:
@@ -154,8 +169,8 @@ class OnlineSearch:
         """Decode ``prompt`` (keyword arguments as in :meth:`SelfSpecDecoder.start`)."""
         s = self.settings
         session = self.decoder.start(prompt, trace_positions=self.trace_positions, **kwargs)
-        if self.memory is not None:  # short and long prompts keep their own means (leap.search.memory)
-            self.memory.condition(session.prompt_len)
+        if self.memory is not None:  # short and long prompts keep their own means (leap.search.memory) and carry
+            self._enter(self.memory.condition(session.prompt_len))
         clock = session.stack.clock  # synchronises the device before reading the host clock
 
         # t_base: plain steps after one untimed warm-up step (the first step after a prefill runs

@@ -194,6 +194,30 @@ def test_a_carried_choice_that_holds_up_is_carried_again(tiny_qwen2, remembered,
     assert len(searched) == (1 if renewed else 2)
 
 
+def test_a_choice_carried_on_short_prompts_is_not_carried_to_a_long_one(tiny_qwen2):
+    """Each of the memory's conditions keeps its own carry: a long prompt after a short prompt's carried choice is
+    searched, and the short prompt after it takes up the short prompts' carry with their own plain step time (red when
+    one carry serves both conditions: the long request is carried, or the short one after it is searched again)."""
+    from leap.search.memory import SearchMemory
+
+    searched = []
+
+    def factory(trace):
+        searched.append(trace)
+        return _AlwaysPromptLookup(tiny_qwen2.num_layers)
+
+    memory = SearchMemory(None, long_prompt=10)
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), factory,
+                          SearchSettings(budget=3, carry_over=2, give_up=0, min_speedup=0.0), memory=memory)
+    short, long_, short_again = [5, 6, 7, 8, 5], [9, 10, 9, 10, 9] * 3, [4, 4, 5, 4, 4]
+    outs = [runner.generate(p, max_new_tokens=40) for p in (short, long_, short_again)]
+    assert [o.carried_over for o in outs] == [False, False, True] and len(searched) == 2
+    assert outs[2].t_base_s == outs[0].t_base_s != outs[1].t_base_s
+    plain = SelfSpecDecoder(tiny_qwen2, None)
+    assert all(o.generation.token_ids == plain.generate(p, max_new_tokens=40).token_ids
+               for o, p in zip(outs, (short, long_, short_again)))
+
+
 def test_a_request_that_ends_inside_its_search_carries_its_best_trial(tiny_qwen2):
     """A request whose prompt ends while the search still runs has no fixed phase; its best option's trials stand
     for it, so the next request carries that choice instead of searching again (red when only a fixed phase counts:
