@@ -38,7 +38,8 @@ option without layers that paid) to the next request as that request's first tri
 towards carrying it: from an empty memory, 128-token requests end inside their search with a leader tried once, and
 each searched again from scratch (``docs/data/regret-1c947d6/long-t0``: four requests in a row). Each of the memory's
 conditions (:meth:`~leap.search.memory.SearchMemory.condition`: short prompts, long prompts) keeps its own carried
-choice, handed leader and plain step time, so what won on short prompts is not carried to a long one.
+choice, handed leader, plain step time and streak of fruitless searches, so what won or lost on short prompts is not
+carried to a long one.
 
 **Abandoned trials** (``abandon``, default 0.5): a trial of several steps stops at its half when those steps measured
 below ``abandon`` times the best mean reward another configuration has on this request. From an empty memory a request
@@ -60,6 +61,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from leap.core.config import LayerConfig
@@ -84,6 +86,20 @@ __all__ = ["OnlineSearch", "SearchSettings", "SearchOutcome", "build_space", "ba
 MIN_CARRY_TRIALS = 2
 
 
+@dataclass
+class _AcrossRequests:
+    """What one request leaves the next (:class:`OnlineSearch`); each memory condition keeps its own."""
+
+    t_base: float = 0.0  # the last measured plain step time (a carried request reuses it)
+    carried: Any = None  # settings.carry_over: the choice reused without a search ...
+    carry_left: int = 0  # ... and for how many more prompts
+    space_s: float | None = None  # what building the space and agent cost on the last prompt (measured)
+    last_paid: bool | None = None  # whether the last search found a configuration that paid
+    fruitless: int = 0  # searches in a row that found nothing paying
+    skips_left: int = 0  # requests still to decode plainly without the space (doubling per fruitless search)
+    handed: DraftChoice | None = None  # the last request's leader, which carried nothing on (module docstring)
+
+
 class OnlineSearch:
     """Decode with an agent searching configurations online (see the module docstring)."""
 
@@ -106,33 +122,23 @@ class OnlineSearch:
         self.agent: SearchAgent | None = None
         self.built_space = False
         self.drafters: dict[DrafterOption, Drafter] = {}  # one instance per option, kept across prompts
-        self._t_base = 0.0  # the last measured plain step time (a carried request reuses it)
-        self._carried = None  # settings.carry_over: the choice reused without a search ...
-        self._carry_left = 0  # ... and for how many more prompts
-        self._space_s: float | None = None  # what building the space and agent cost on the last prompt (measured)
-        self._last_paid: bool | None = None  # whether the last search found a configuration that paid
-        self._fruitless = 0  # searches in a row that found nothing paying
-        self._skips_left = 0  # requests still to decode plainly without the space (doubling per fruitless search)
-        self._handed: DraftChoice | None = None  # the last request's leader, which carried nothing on (docstring)
-        self._condition = ""  # the memory's condition of the last request (short, long, batch): each keeps its own
-        self._parked: dict[str, tuple] = {}  # ... t_base, carried choice and handed leader (_enter)
+        self._state = _AcrossRequests()  # what the last request of the current memory condition left the next
+        self._condition = ""  # that condition (the memory's: short, long); the others' states are parked (_enter)
+        self._parked: dict[str, _AcrossRequests] = {}
 
     def forget(self) -> None:
         """Forget what earlier requests taught the search (the last plain step time, a carried or handed choice, the
         streak of fruitless searches); the drafters stay made. The memory is its owner's to reset. ``leap bench``
         calls it after its untimed warm-up (:meth:`leap.bench.methods.BenchMethod.after_warm_up`)."""
-        self._t_base, self._carried, self._carry_left, self._space_s = 0.0, None, 0, None
-        self._last_paid, self._fruitless, self._skips_left, self._handed = None, 0, 0, None
-        self._parked = {}
+        self._state, self._parked = _AcrossRequests(), {}
 
     def _enter(self, condition: str) -> None:
-        """Switch to ``condition``'s own last plain step time, carried choice and handed leader, parking the last
-        condition's: what won on short prompts is not carried to a long one (module docstring), and a short prompt
-        between long ones does not end their carry."""
+        """Switch to ``condition``'s own state (:class:`_AcrossRequests`), parking the last condition's: what won or
+        lost on short prompts is not carried to a long one (module docstring), and a short prompt between long ones
+        does not end their carry."""
         if condition != self._condition:
-            self._parked[self._condition] = (self._t_base, self._carried, self._carry_left, self._handed)
-            self._t_base, self._carried, self._carry_left, self._handed = \
-                self._parked.pop(condition, (0.0, None, 0, None))
+            self._parked[self._condition] = self._state
+            self._state = self._parked.pop(condition, _AcrossRequests())
             self._condition = condition
 
     def _drafter(self, option: DrafterOption) -> Drafter:
@@ -171,20 +177,21 @@ class OnlineSearch:
         session = self.decoder.start(prompt, trace_positions=self.trace_positions, **kwargs)
         if self.memory is not None:  # short and long prompts keep their own means (leap.search.memory) and carry
             self._enter(self.memory.condition(session.prompt_len))
+        state = self._state
         clock = session.stack.clock  # synchronises the device before reading the host clock
 
         # t_base: plain steps after one untimed warm-up step (the first step after a prefill runs
         # cold on a GPU: new shapes, allocator growth); their tokens are kept, nothing is wasted. A request that
         # carries an earlier choice runs no trial and needs no fresh t_base: it reuses the last measured one (three
         # tokens at plain speed where the carried drafter would have drafted them: a few percent of a request)
-        reuse = s.carry_over and self._carry_left > 0 and self._carried is not None and self._t_base > 0
+        reuse = s.carry_over and state.carry_left > 0 and state.carried is not None and state.t_base > 0
         if reuse:
-            t_base = self._t_base
+            t_base = state.t_base
         else:
             base_times = [session.step(None, drafter=None).time_s for _ in range(s.base_steps + 1) if not session.done]
             base_times = base_times[1:] if len(base_times) > 1 else base_times
             t_base = statistics.median(base_times) if base_times else 0.0
-            self._t_base = t_base if t_base > 0 else self._t_base
+            state.t_base = t_base if t_base > 0 else state.t_base
         if s.reward == "cost" or t_base <= 0:  # t_base <= 0: the prompt ended before; nothing to search
             reward = CostModelSpeedup(self.decoder.costs)
         else:
@@ -192,20 +199,20 @@ class OnlineSearch:
         plain_s = session.prefill_time_s + session.max_new_tokens * t_base  # the request, decoded plainly
 
         iterations, converged, stop, overhead = 0, False, "done", 0.0
-        carried = self._carried if s.carry_over and self._carry_left > 0 else None
+        carried = state.carried if s.carry_over and state.carry_left > 0 else None
         if carried is not None:  # an earlier prompt's choice that kept paying: no search this time
-            self._carry_left -= 1
+            state.carry_left -= 1
             stop = "carried"
         # losing cheaply: when the last search found nothing paying and building the space and agent cost more
         # than this request may lose (measured reward only: the cost-model reward stays deterministic), skip it
         skip = carried is None and bool(s.loss_budget) and isinstance(reward, MeasuredSpeedup) \
-            and self._last_paid is False and self._skips_left > 0 and self._space_s is not None \
-            and self._space_s > s.loss_budget * plain_s
+            and state.last_paid is False and state.skips_left > 0 and state.space_s is not None \
+            and state.space_s > s.loss_budget * plain_s
         history, search_t0 = SearchHistory(), clock()  # budget_s counts from here: the space's building is search time
         self.built_space = False  # whether this request built a space and an agent (read by leap generate --json)
         if skip:
             stop = "loss_budget"
-            self._skips_left -= 1
+            state.skips_left -= 1
         elif carried is not None:
             # no search: neither the space (LEAP's Stage I probe forwards) nor the other options' drafters are
             # paid for; the carried drafter alone joins (a lowbit option takes the prompt in now, as it would)
@@ -224,9 +231,9 @@ class OnlineSearch:
                 session.attach(self._drafter(option))
                 first_use += clock() - t1 if fresh else 0.0
             overhead = clock() - t0
-            self._space_s = overhead - first_use
+            state.space_s = overhead - first_use
         lost = 0.0  # the trials' loss (the space's cost is governed by the skip above)
-        handed, self._handed = (self._handed if carried is None and not skip else None), None
+        handed, state.handed = (state.handed if carried is None and not skip else None), None
         while carried is None and not skip and not session.done:
             if iterations >= s.budget or (s.budget_s and clock() - search_t0 >= s.budget_s):
                 stop = "budget" if iterations >= s.budget else "time"  # iterations, or seconds (budget_s), spent
@@ -266,9 +273,9 @@ class OnlineSearch:
                 break
 
         if carried is None and not skip and len(history):
-            self._last_paid = self._paying(history)
-            self._fruitless = 0 if self._last_paid else self._fruitless + 1
-            self._skips_left = 2 ** (self._fruitless - 1) if self._fruitless else 0
+            state.last_paid = self._paying(history)
+            state.fruitless = 0 if state.last_paid else state.fruitless + 1
+            state.skips_left = 2 ** (state.fruitless - 1) if state.fruitless else 0
         fixed = carried if carried is not None else self._choose(history)
         t_fixed, n_fixed = session.decode_time_s, len(session.new_token_ids)
         while not session.done:
@@ -278,8 +285,8 @@ class OnlineSearch:
             self._carry(fixed, carried is not None, len(session.new_token_ids) - n_fixed,
                         session.decode_time_s - t_fixed, t_base, means[fixed][0] if fixed in means else None,
                         (means[fixed][1] if fixed in means else 0) + (handed is not None and fixed == handed))
-        if carried is None and self._carried is None and len(history):
-            self._handed = self._leader(history)
+        if carried is None and state.carried is None and len(history):
+            state.handed = self._leader(history)
         if self.memory is not None:
             self._remember(history, fixed, len(session.new_token_ids) - n_fixed, session.decode_time_s - t_fixed,
                            t_base)
@@ -350,11 +357,11 @@ class OnlineSearch:
             remembered = self.memory.expected(fixed.drafter.label) if isinstance(fixed, DraftChoice) else None
             paid = (remembered if remembered is not None else speedup) >= self.memory.keep * best
         if not paid:
-            self._carried, self._carry_left = None, 0
+            self._state.carried, self._state.carry_left = None, 0
         elif not was_carried:
-            self._carried, self._carry_left = fixed, self.settings.carry_over
+            self._state.carried, self._state.carry_left = fixed, self.settings.carry_over
         elif self.settings.carry_renew and self._holds_up(fixed, speedup):
-            self._carry_left = self.settings.carry_over
+            self._state.carry_left = self.settings.carry_over
 
     def _holds_up(self, fixed, speedup: float) -> bool:
         """``carry_renew``: whether a carried request ran at >= ``keep`` times its option's remembered mean (this

@@ -191,15 +191,15 @@ def test_after_the_warm_up_the_search_starts_from_the_memory_its_records_name(ti
     method.run_batch([PROMPT, PROMPT], max_new_tokens=8, temperature=0.0, seed=0)
     method.run(PROMPT, max_new_tokens=8, temperature=0.0, seed=0)
     assert method.memory.requests > start[1] and method._batch.decoder.policy(2).means()
-    assert method.runner._t_base > 0
-    method.runner._handed = object()  # a leader the warm-up would hand to the first timed request
+    assert method.runner._state.t_base > 0
+    method.runner._state.handed = object()  # a leader the warm-up would hand to the first timed request
     method.runner._enter("long")  # ... and one parked for the short prompts' condition
-    method.runner._handed = object()
+    method.runner._state.handed = object()
     method.after_warm_up()
     assert (method.memory.describe(), method.memory.requests, str(method.memory.sets)) == start
-    assert not method._batch.decoder.policy(2).means() and method.runner._t_base == 0.0
-    assert method.runner._handed is None
+    assert not method._batch.decoder.policy(2).means() and method.runner._state.t_base == 0.0
+    assert method.runner._state.handed is None
     method.runner._enter("short")
-    assert method.runner._handed is None and method.runner._t_base == 0.0
+    assert method.runner._state.handed is None and method.runner._state.t_base == 0.0
     again = method.run_batch([PROMPT, PROMPT], max_new_tokens=8, temperature=0.0, seed=0)  # still decodes
     assert again.extra["row_new_tokens"]

@@ -158,6 +158,28 @@ def test_a_space_that_cost_more_than_the_loss_budget_is_not_rebuilt_after_a_sear
     assert len(built) == 2
 
 
+def test_a_fruitless_streak_on_short_prompts_does_not_skip_a_long_ones_search(tiny_qwen2):
+    """Each memory condition keeps its own streak of fruitless searches: after a short prompt's search found nothing
+    paying, the next short prompt skips the space, but a long prompt between them still searches (red when one streak
+    serves both conditions: the long prompt is decoded plainly without a search)."""
+    import time as clock
+
+    import numpy as np
+
+    from leap.redundancy import build_search_space
+    from leap.search.memory import SearchMemory
+
+    def slow(trace):
+        clock.sleep(0.3)  # far beyond 3% of this tiny model's plain time for 16 tokens
+        return _Stubborn(build_search_space(np.ones(6), np.zeros(6), zones=False, groups=False))
+
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), slow,
+                          SearchSettings(budget=40, give_up=0, min_speedup=50.0),
+                          memory=SearchMemory(None, long_prompt=len(PROMPT) + 1))
+    outs = [runner.generate(p, max_new_tokens=16) for p in (PROMPT, PROMPT + [3, 4], PROMPT)]
+    assert [o.iterations >= 1 for o in outs] == [True, True, False] and outs[2].stop == "loss_budget"
+
+
 def test_ablation_flags_build_the_right_spaces(tiny_llama):
     session = SelfSpecDecoder(tiny_llama, None).start(PROMPT, max_new_tokens=2, trace_positions=8)
     no_groups = agent_factory("mcts", 6, groups=False)(session.trace)
