@@ -176,7 +176,8 @@ class SearchMethod(BenchMethod):
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
-        from leap.search.memory import SearchMemory, memory_for
+        from leap.search.memory import SearchMemory
+        from leap.search.memory_store import memory_for
         from leap.search.runner import OnlineSearch, SearchSettings
 
         self.name = name
@@ -256,7 +257,7 @@ class SearchMethod(BenchMethod):
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
         if self._first:  # a new machine's first request: the memory back to the shipped prior, a new search
-            from leap.search.memory import memory_for
+            from leap.search.memory_store import memory_for
 
             self.memory = memory_for(self._model, persist=False, prior=True, **self._ageing)
             self.runner = self._searcher()

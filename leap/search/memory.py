@@ -7,16 +7,21 @@ keeps, per drafter option (its label, whatever layer configuration it ran with),
 requests of the reward its trials measured on that request, and of the speedup of the fixed phase it was
 kept for; before a request, :meth:`SearchMemory.prune` leaves out the options that keep losing - successive
 halving across requests (Jamieson & Talwalkar 2016; Hyperband, Li et al. 2018): an option seen on at least
-``min_requests`` requests whose mean is below ``keep`` times the best option's is not searched again.
+``min_requests`` requests whose mean is below ``keep`` times the best *floor* is not searched again. An option's floor
+is its mean less its spread over requests (a discounted standard deviation), the bar the highest floor of the options
+on offer: a drafter that copies wins by far on a prompt it can copy from and loses on the next, and its mean over two
+such prompts pruned the steady ``lowbit`` options from the next request, which ran at 0.44 of ``lowbit``
+(``docs/data/regret-7212270/long-t0``, request 484); elimination against a lower bound of the best, as in successive
+elimination (Even-Dar, Mannor & Mansour 2006). The batch set (below) ranks by means alone.
 Options not yet seen enough stay in, so exploration continues; when the last request's chosen option did
 not pay, the next request's cut is wider (``keep`` squared: the prompts may have changed kind - long prompts,
 code, copying) but still made: a rule that pruned nothing after such a request kept the sampled search (T = 1),
 whose fixed phases often do not pay, exploring every option on every request (docs/data/search_pays/t1_128).
 
 The memory persists between runs under ``$LEAP_CACHE/search_memory`` keyed by model, device and dtype
-(:func:`memory_for`), or lives in memory only (``path=None``: a benchmark starts from an empty memory and
-its records say so, so nothing learnt on evaluation prompts in an earlier run scores them again). It is an
-ablation flag (``--no-memory``).
+(:func:`~leap.search.memory_store.memory_for`), or lives in memory only (``path=None``: a benchmark starts from an
+empty memory and its records say so, so nothing learnt on evaluation prompts in an earlier run scores them again). It
+is an ablation flag (``--no-memory``).
 
 **The shipped prior.** A memory that is still empty on a user's machine starts from the prior leap ships for the
 model (``leap/data/search_memory/<model>.json``, made by ``benchmarks/search_prior.sh`` on leap's own seed prompts,
@@ -70,7 +75,7 @@ from typing import Any
 
 from leap.core.runtime.notices import say_once
 
-__all__ = ["SearchMemory", "memory_for", "shipped_prior", "PRIOR_DIR"]
+__all__ = ["SearchMemory"]
 
 
 #: the layout of a memory file; a file of another (an older leap's) starts afresh
@@ -146,7 +151,8 @@ class SearchMemory:
         most; the memory's own file is written at its first :meth:`observe`."""
         data = json.loads(Path(path).read_text())
         self.sets = {key: {label: {"requests": min(int(entry["requests"]), self.min_requests),
-                                   "mean": float(entry["mean"]), "last": 0, "fingerprint": entry.get("fingerprint")}
+                                   "mean": float(entry["mean"]), "var": float(entry.get("var", 0.0)), "last": 0,
+                                   "fingerprint": entry.get("fingerprint")}
                            for label, entry in data.get(field, {}).items()}
                      for key, field in FIELDS}
         self.requests = 0
@@ -158,7 +164,10 @@ class SearchMemory:
         entry = self.stats.setdefault(label, {"requests": 0, "mean": 0.0})
         entry["requests"] += 1
         weight = min(entry["requests"], self.horizon) if self.horizon else entry["requests"]
-        entry["mean"] += (float(value) - entry["mean"]) / weight
+        delta = float(value) - entry["mean"]
+        entry["mean"] += delta / weight
+        # the spread over requests: a discounted variance (Welford's update where weight = requests)
+        entry["var"] = entry.get("var", 0.0) + (delta * (float(value) - entry["mean"]) - entry.get("var", 0.0)) / weight
         entry["last"] = self.requests
         if label in self._fingerprints:
             entry["fingerprint"] = self._fingerprints[label]
@@ -308,8 +317,10 @@ class SearchMemory:
         if fingerprints:
             self.forget_changed(fingerprints)
         self._choose_recheck([o.label for o in options])
-        return self._ranked(options, {o.label: self.stats[o.label]["mean"] for o in options
-                                      if o.label in self.stats and self._counts(o.label, self.stats[o.label])})
+        seen = {o.label: self.stats[o.label] for o in options
+                if o.label in self.stats and self._counts(o.label, self.stats[o.label])}
+        floor = max((e["mean"] - e.get("var", 0.0) ** 0.5 for e in seen.values()), default=None)
+        return self._ranked(options, {label: e["mean"] for label, e in seen.items()}, floor)
 
     def rank_drafters(self, options: Sequence[Any], fingerprints: dict[str, str] | None = None) -> tuple[Any, ...]:
         """:meth:`prune` for options that stand for their whole drafter (objects with a ``name`` and a ``label``: the
@@ -327,12 +338,12 @@ class SearchMemory:
                 best[name] = max(best.get(name, entry["mean"]), entry["mean"])
         return self._ranked(options, {o.label: best[o.name] for o in options if o.name in best})
 
-    def _ranked(self, options: Sequence[Any], seen: dict[str, float]) -> tuple[Any, ...]:
+    def _ranked(self, options: Sequence[Any], seen: dict[str, float], floor: float | None = None) -> tuple[Any, ...]:
         """``options`` less those whose remembered mean (``seen``, by label) is below ``keep`` (squared after a request
-        that did not pay) times the best's; the best first, those not remembered last."""
+        that did not pay) times ``floor`` (default: the best mean); the best first, those not remembered last."""
         if not seen:
             return tuple(options)
-        best = max(seen.values())
+        best = max(seen.values()) if floor is None else floor
         keep = self.keep if self.last_paid else self.keep ** 2
         kept = [o for o in options if o.label not in seen or seen[o.label] >= keep * best]
         return tuple(sorted(kept, key=lambda o: -seen.get(o.label, 0.0)))
@@ -349,52 +360,3 @@ def _copied(sets: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, d
 def _say(text: str) -> None:
     """Once per process, on stderr: a memory that is dropped or forgets is never silent."""
     say_once(text, _SAID)
-
-
-#: where the shipped priors live (package data; benchmarks/search_prior.sh writes them)
-PRIOR_DIR = Path(__file__).resolve().parents[1] / "data" / "search_memory"
-
-
-def _dtype_name(model: Any) -> str:
-    return str(getattr(model, "dtype", "")).replace("torch.", "")
-
-
-def shipped_prior(model: Any) -> Path | None:
-    """The prior leap ships for ``model`` (by its name), if there is one measured on the same device type and dtype."""
-    path = PRIOR_DIR / f"{str(getattr(model, 'name', 'model')).replace('/', '_')}.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    device = str(getattr(model, "device", "cpu")).split(":")[0]
-    return path if data.get("device_type") == device and data.get("dtype") == _dtype_name(model) else None
-
-
-def _chip(model: Any) -> str:
-    """A short hash of the processor or GPU the model runs on: a ``$LEAP_CACHE`` shared between machines (a home
-    directory on a cluster) never lends one machine's measurements to another, as the calibration's key."""
-    import hashlib
-
-    from leap.core.runtime.provenance import processor_name
-
-    return hashlib.sha256(processor_name(getattr(model, "device", "cpu")).encode()).hexdigest()[:8]
-
-
-def memory_for(model: Any, *, persist: bool = True, prior: bool | None = None, **kwargs: Any) -> SearchMemory:
-    """The memory of ``model`` on this device and dtype: under ``$LEAP_CACHE/search_memory`` when ``persist``,
-    else in memory only. Still empty, it starts from the shipped prior (:func:`shipped_prior`) when ``prior``
-    (default: when ``persist``; a benchmark's ``memory=fresh`` starts empty, ``memory=prior`` from the prior)."""
-    prior = persist if prior is None else prior
-    if persist:
-        root = Path(os.environ.get("LEAP_CACHE", Path.home() / ".cache" / "leap")) / "search_memory"
-        name = f"{getattr(model, 'name', 'model')}-{getattr(model, 'device', 'cpu')}-{_dtype_name(model)}-{_chip(model)}"
-        memory = SearchMemory(root / f"{name.replace('/', '_')}.json", **kwargs)
-    else:
-        memory = SearchMemory(None, **kwargs)
-    if prior and memory.empty:
-        found = shipped_prior(model)
-        if found is not None:
-            memory.start_from_prior(found)
-    return memory

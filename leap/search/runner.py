@@ -276,7 +276,7 @@ class OnlineSearch:
             state.last_paid = self._paying(history)
             state.fruitless = 0 if state.last_paid else state.fruitless + 1
             state.skips_left = 2 ** (state.fruitless - 1) if state.fruitless else 0
-        fixed = carried if carried is not None else self._choose(history)
+        fixed = carried if carried is not None else self._choose(history, settled=stop == "memory")
         t_fixed, n_fixed = session.decode_time_s, len(session.new_token_ids)
         while not session.done:
             self._step(session, fixed)
@@ -371,18 +371,22 @@ class OnlineSearch:
             if self.memory is not None and isinstance(fixed, DraftChoice) else None
         return remembered is not None and speedup >= self.memory.keep * remembered
 
-    def _choose(self, history: SearchHistory) -> LayerConfig | None:
+    def _choose(self, history: SearchHistory, settled: bool = False) -> LayerConfig | None:
+        """The agent's best, if it reaches ``min_speedup``; where the memory settled the request, its leader's best
+        trial stands in for an agent's best below that (LEAP's MCTS fixes no layer draft outside its ratio band: a
+        request settled on one decoded plainly, ``docs/data/regret-7212270/long-t0``, 484)."""
         if not len(history):
             return None  # no trial ran (the loss budget was spent on the space, or the prompt ended)
-        best = self.agent.best(history)
-        if best is None:
-            return None
-        means = history.mean_rewards()
-        if best not in means:
+        best, means, bar = self.agent.best(history), history.mean_rewards(), self.settings.min_speedup
+        if best is not None and best not in means:
             raise SettingsError(f"search agent {self.agent.name!r} ({type(self.agent).__name__}): best() returned "
                                 f"{best}, which was never tried; best() must return a configuration from the "
                                 "history (its measured reward decides the fallback) or None")
-        return best if means[best][0] >= self.settings.min_speedup else None
+        if settled and (best is None or means[best][0] < bar):
+            leader = max(_option_means(history).items(), key=lambda m: m[1])[0]
+            best = max((c for c in means if isinstance(c, DraftChoice) and c.drafter.label == leader),
+                       key=lambda c: means[c][0])
+        return best if best is not None and means[best][0] >= bar else None
 
 
 def _option_means(history: SearchHistory) -> dict[str, float]:

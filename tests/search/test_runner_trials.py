@@ -73,6 +73,37 @@ class _Script(SearchAgent):
         return self.good if not len(history) else self.bad
 
 
+class _BestIsWorst(_Script):
+    """Asks the oracle, then the wrong drafter; names the wrong one its best (as LEAP's MCTS names a trial in its ratio
+    band over a faster one outside it)."""
+
+    def best(self, history):
+        return self.bad
+
+
+def test_a_request_the_memory_settled_fixes_its_leader_where_the_agents_best_does_not_pay(tiny_qwen2, monkeypatch):
+    """The memory settles a request on its leader; where the agent's best is below ``min_speedup``, the leader's best
+    trial is fixed, not plain decoding (red when _choose ignores the settle: docs/data/regret-7212270/long-t0, 484)."""
+    import leap.search.runner as runner_module
+    from leap.search.memory import SearchMemory
+    from tests.costs import fake_costs
+
+    prompt = [5, 6, 7, 8] * 3
+    plain = SelfSpecDecoder(tiny_qwen2, None).generate(prompt, max_new_tokens=40).token_ids
+    _Oracle.reference = plain + [0] * 8
+    monkeypatch.setattr(runner_module, "make_drafter",
+                        lambda name, **kwargs: _Oracle() if name == "prompt-lookup" else _Wrong())
+    # the test's costs, not this machine's calibration: a verification costs 1.05 to 1.1 plain steps, so the wrong
+    # drafter's step (one token) is below 1 and the oracle's (three) above
+    costs = fake_costs(tiny_qwen2.num_layers)
+    settings = SearchSettings(budget=10, steps_per_trial=2, give_up=0, reward="cost", abandon=0.0)
+    out = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None, costs=costs), lambda trace: _BestIsWorst(tiny_qwen2.num_layers),
+                       settings, memory=SearchMemory(None)).generate(prompt, max_new_tokens=40)
+    rewards = {t["config"]: t["reward"] for t in out.trials}
+    assert rewards["suffix"] < settings.min_speedup <= rewards["prompt-lookup"]
+    assert out.stop == "memory" and out.fixed_config == "prompt-lookup" and out.generation.token_ids == plain
+
+
 @pytest.mark.parametrize("abandon", [0.5, 0.0])
 def test_a_trial_far_below_the_leader_is_abandoned_at_its_half(tiny_qwen2, monkeypatch, abandon):
     """With ``abandon``, a trial whose first half measured below half the best other option's reward stops there: the
