@@ -17,19 +17,24 @@
 #    leap's own module docstrings, 550-1100 tokens; never Spec-Bench), learning into OUT/seed_long_memory.json from an
 #    empty memory; its long set joins the shipped prior, the other sets staying as they are. benchmarks/regret.sh's
 #    long-t0 cell evaluates it on Spec-Bench.
-# Usage: [PRIOR=build|keep|batches|long] bash benchmarks/search_prior.sh OUT_DIR
+# 5. PRIOR=sampled: the prior's sampled set alone (SearchMemory's "sampled": single requests at T > 0), then stop:
+#    leap-drafters at T = 1 on the same 20 seed prompts as step 1 (seed-1500..1519), learning into
+#    OUT/seed_sampled_memory.json from an empty memory; its sampled set joins the shipped prior. benchmarks/regret.sh's
+#    b1-t1 cell evaluates it on Spec-Bench.
+# Usage: [PRIOR=build|keep|batches|long|sampled] bash benchmarks/search_prior.sh OUT_DIR
 set -euo pipefail
 out="${1:?usage: bash benchmarks/search_prior.sh OUT_DIR}"
 mkdir -p "$out"
 prior=leap/data/search_memory/SmolLM2-135M-Instruct.json
-# join_set FIELD RUN_NAME DESCRIPTION BENCH_ARGS...: leap-drafters from an empty memory on OUT/RUN_NAME_prompts.jsonl,
-# learning into OUT/RUN_NAME_memory.json; its set FIELD joins the shipped prior (the other sets stay), stamped
+# join_set FIELD RUN_NAME DESCRIPTION BENCH_ARGS...: leap-drafters from an empty memory on OUT/RUN_NAME_prompts.jsonl
+# at T = $TEMP (default 0), learning into OUT/RUN_NAME_memory.json; its set FIELD joins the shipped prior (the other
+# sets stay), stamped
 join_set() {
   local field="$1" name="$2" what="$3"
   shift 3
   rm -f "$out/${name}_memory.json"
   leap bench --methods ar,leap-drafters --method-arg "leap-drafters:memory=$out/${name}_memory.json" \
-      --prompts "$out/${name}_prompts.jsonl" "$@" --max-new-tokens 128 --temperature 0 --threads 2 --seed 0 --quiet \
+      --prompts "$out/${name}_prompts.jsonl" "$@" --max-new-tokens 128 --temperature "${TEMP:-0}" --threads 2 --seed 0 --quiet \
       --out "$out/${name}_run"
   python - "$out/${name}_memory.json" "$prior" "$field" "PRIOR=$PRIOR bash benchmarks/search_prior.sh $out ($what)" <<'PY'
 import json, sys
@@ -53,6 +58,12 @@ fi
 if [ "${PRIOR:-build}" = long ]; then
   python -m leap.heads.prompts "$out/seed_long_prompts.jsonl" 0 20 long
   join_set long_prompts seed_long "leap-drafters, B = 1, T = 0, 128 new tokens, 20 long seed prompts seed-long-0..19 of leap.heads.prompts" \
+      --num-prompts 20
+  exit 0
+fi
+if [ "${PRIOR:-build}" = sampled ]; then
+  python -m leap.heads.prompts "$out/seed_sampled_prompts.jsonl" 1500 20
+  TEMP=1 join_set sampled seed_sampled "leap-drafters, B = 1, T = 1, 128 new tokens, 20 seed prompts seed-1500..1519 of leap.heads.prompts" \
       --num-prompts 20
   exit 0
 fi

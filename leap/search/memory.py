@@ -52,6 +52,11 @@ than ``long_prompt`` tokens (512) and the rest. :meth:`SearchMemory.condition` p
 everything above reads and writes that set alone; the shipped prior fills each from its own prompts (the long set
 from leap's long seed prompts, :func:`leap.heads.prompts.long_seed_prompts`). ``long_prompt=0``: one set (ablation).
 
+**Sampling.** What wins at T = 0 need not win at T > 0 (a sampled draft is accepted less often, and a draft that wins
+on long greedy chains loses more: at T = 1 the T = 0 prior's favourite ``cascade`` ran about 5% below ``lowbit``,
+``docs/data/regret-464f4c9/b1-t1``), so single requests at T > 0 keep their own sets, short and long (``sampled``:
+one set per prompt length, whatever the temperature, is the ablation).
+
 **Batches.** A batch is a condition of its own (``condition(..., rows=B)``, B > 1): a third set of means, one per
 drafter, each the goodput of its best (drafter, cap) arm over plain batched decoding's as the batch's bandit measured
 it (:meth:`observe_batch`), read by :meth:`rank_drafters` alone (:class:`~leap.search.batch.BatchSearch`, before a
@@ -81,22 +86,24 @@ __all__ = ["SearchMemory"]
 #: the layout of a memory file; a file of another (an older leap's) starts afresh
 SCHEMA = 2
 #: each set of means (:meth:`SearchMemory.condition`) and the field a memory file or a shipped prior keeps it under
-FIELDS = (("short", "options"), ("long", "long_prompts"), ("batch", "batches"))
+FIELDS = (("short", "options"), ("long", "long_prompts"), ("sampled", "sampled"),
+          ("sampled-long", "sampled_long_prompts"), ("batch", "batches"))
 
 
 class SearchMemory:
     """Discounted means per drafter option over requests (see the module docstring)."""
 
     def __init__(self, path: str | Path | None = None, *, keep: float = 0.85, min_requests: int = 2,
-                 horizon: int = 8, recheck: int = 16, long_prompt: int = 512) -> None:
+                 horizon: int = 8, recheck: int = 16, long_prompt: int = 512, sampled: bool = True) -> None:
         if not 0 < keep <= 1 or min_requests < 1 or horizon < 0 or recheck < 0 or long_prompt < 0:
             raise ValueError("SearchMemory: keep in (0, 1], min_requests >= 1, horizon >= 0, recheck >= 0 and "
                              "long_prompt >= 0 (0: off)")
         self.path = None if path is None else Path(path)
         self.keep, self.min_requests = float(keep), int(min_requests)
         self.horizon, self.recheck, self.long_prompt = int(horizon), int(recheck), int(long_prompt)
-        #: the means per condition (module docstring): "short" (the file's "options"), "long" and "batch"
-        self.sets: dict[str, dict[str, dict[str, Any]]] = {"short": {}, "long": {}, "batch": {}}
+        self.sampled = bool(sampled)  # T > 0 keeps its own sets (module docstring); False: the ablation
+        #: the means per condition (module docstring, :data:`FIELDS`): "short" (the file's "options"), "long", ...
+        self.sets: dict[str, dict[str, dict[str, Any]]] = {key: {} for key, _ in FIELDS}
         self.length = "short"  # the set this request reads and writes (:meth:`condition`)
         self.requests = 0  # requests observed: the memory's clock (an entry's "last" is when it was measured)
         self.last_paid = True
@@ -114,7 +121,7 @@ class SearchMemory:
                     self.requests = int(data.get("requests", 0))
                     self.last_paid = bool(data.get("last_paid", True))
             except (OSError, ValueError, AttributeError, TypeError):
-                self.sets = {"short": {}, "long": {}, "batch": {}}  # unreadable: start empty
+                self.sets = {key: {} for key, _ in FIELDS}  # unreadable: start empty
 
     @property
     def stats(self) -> dict[str, dict[str, Any]]:
@@ -125,11 +132,15 @@ class SearchMemory:
     def stats(self, value: dict[str, dict[str, Any]]) -> None:
         self.sets[self.length] = value
 
-    def condition(self, prompt_tokens: int, rows: int = 1) -> str:
-        """Pick (and return) the set of means for a prompt of ``prompt_tokens`` tokens in a batch of ``rows``: "batch"
-        for more than one row, else "long" from ``long_prompt`` tokens on (with ``long_prompt`` set), else "short"."""
+    def condition(self, prompt_tokens: int, rows: int = 1, temperature: float = 0.0) -> str:
+        """Pick (and return) the set of means for a prompt of ``prompt_tokens`` tokens in a batch of ``rows`` decoded at
+        ``temperature``: "batch" for more than one row, else "long" from ``long_prompt`` tokens on (with
+        ``long_prompt`` set), else "short"; at T > 0 (with ``sampled``) "sampled-long" and "sampled"."""
         long = self.long_prompt and int(prompt_tokens) >= self.long_prompt
-        self.length = "batch" if int(rows) > 1 else "long" if long else "short"
+        length = "long" if long else "short"
+        if self.sampled and float(temperature) > 0:
+            length = "sampled-long" if long else "sampled"
+        self.length = "batch" if int(rows) > 1 else length
         return self.length
 
     @property
@@ -142,9 +153,10 @@ class SearchMemory:
         if self.prior is not None:
             where = f"started from the shipped prior {self.prior.parent.name}/{self.prior.name}; {where}"
         gone = f"; forgot {', '.join(self.forgotten)}: their drafters changed" if self.forgotten else ""
-        long = f", {len(self.sets['long'])} for long prompts" if self.sets["long"] else ""
+        named = {"long": "for long prompts", "sampled": "sampled", "sampled-long": "sampled on long prompts"}
+        others = "".join(f", {len(self.sets[key])} {what}" for key, what in named.items() if self.sets[key])
         batch = f", {len(self.sets['batch'])} drafters for batches" if self.sets["batch"] else ""
-        return f"{len(self.sets['short'])} options remembered{long}{batch} ({where}{gone})"
+        return f"{len(self.sets['short'])} options remembered{others}{batch} ({where}{gone})"
 
     def start_from_prior(self, path: str | Path) -> None:
         """Take a shipped prior's sets (see the module docstring), each entry counted on ``min_requests`` requests at
@@ -214,7 +226,7 @@ class SearchMemory:
         before the command (a warm-up and three timed rounds of one prompt would otherwise teach the memory that
         prompt before the rounds that are timed), then keeps one round's copy (:meth:`adopt`)."""
         twin = SearchMemory(None, keep=self.keep, min_requests=self.min_requests, horizon=self.horizon,
-                            recheck=self.recheck, long_prompt=self.long_prompt)
+                            recheck=self.recheck, long_prompt=self.long_prompt, sampled=self.sampled)
         twin.sets = _copied(self.sets)
         twin.length = self.length
         twin.last_paid, twin.prior, twin.requests = self.last_paid, self.prior, self.requests

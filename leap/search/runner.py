@@ -37,9 +37,9 @@ the memory knows. Where the memory has no favourite yet, a request that carries 
 option without layers that paid) to the next request as that request's first trial, and that earlier trial counts
 towards carrying it: from an empty memory, 128-token requests end inside their search with a leader tried once, and
 each searched again from scratch (``docs/data/regret-1c947d6/long-t0``: four requests in a row). Each of the memory's
-conditions (:meth:`~leap.search.memory.SearchMemory.condition`: short prompts, long prompts) keeps its own carried
-choice, handed leader, plain step time and streak of fruitless searches, so what won or lost on short prompts is not
-carried to a long one.
+conditions (:meth:`~leap.search.memory.SearchMemory.condition`: short and long prompts, greedy and sampled) keeps its
+own carried choice, handed leader, plain step time and streak of fruitless searches, so what won or lost on short
+prompts is not carried to a long one.
 
 **Abandoned trials** (``abandon``, default 0.5): a trial of several steps stops at its half when those steps measured
 below ``abandon`` times the best mean reward another configuration has on this request. From an empty memory a request
@@ -175,8 +175,8 @@ class OnlineSearch:
         """Decode ``prompt`` (keyword arguments as in :meth:`SelfSpecDecoder.start`)."""
         s = self.settings
         session = self.decoder.start(prompt, trace_positions=self.trace_positions, **kwargs)
-        if self.memory is not None:  # short and long prompts keep their own means (leap.search.memory) and carry
-            self._enter(self.memory.condition(session.prompt_len))
+        if self.memory is not None:  # short and long prompts, T = 0 and T > 0 keep their own means and carry
+            self._enter(self.memory.condition(session.prompt_len, temperature=session.settings.temperature))
         state = self._state
         clock = session.stack.clock  # synchronises the device before reading the host clock
 

@@ -71,6 +71,16 @@ def test_a_search_memory_built_elsewhere_is_read_named_and_kept_apart(tiny_llama
         make_method("leap-drafters", tiny_llama, memory="warm.txt", **kwargs)
 
 
+def test_the_memorys_conditions_are_ablation_flags(tiny_llama):
+    """``memory_long_prompt=0`` and ``memory_sampled=false`` (``--method-arg``) reach the memory: one set for every
+    prompt length and temperature (red when the method drops them)."""
+    kwargs = dict(drafters="suffix;prompt-lookup", steps_per_trial=2)
+    default = make_method("leap-drafters", tiny_llama, **kwargs).memory
+    assert default.condition(5000, temperature=1.0) == "sampled-long"
+    one = make_method("leap-drafters", tiny_llama, memory_long_prompt=0, memory_sampled=False, **kwargs).memory
+    assert one.condition(5000, temperature=1.0) == "short"
+
+
 def test_memory_first_makes_every_request_a_new_machines_first(tiny_llama, tmp_path, monkeypatch):
     """memory=first: each request starts from the shipped prior with a new search (red when the memory or the runner
     of the first request is kept: the second would start from what the first learnt, or carry its choice)."""

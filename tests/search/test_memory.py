@@ -75,6 +75,42 @@ def test_long_prompts_keep_their_own_means_and_a_short_prompts_winner_is_not_car
     assert one.condition(5000) == "short" and one.prune([A, B]) == (A,)
 
 
+def test_sampled_requests_keep_their_own_means_and_a_greedy_winner_is_not_carried_to_them(tmp_path):
+    """At T > 0 the memory reads and writes its own sets, short and long (red when the temperature is ignored: the
+    greedy winner prunes at T = 1); they are saved and read back; ``sampled=False`` keeps one set for both."""
+    memory = SearchMemory(tmp_path / "m.json", keep=0.85, min_requests=2)
+    assert memory.condition(100, temperature=0.0) == "short"
+    for _ in range(2):
+        memory.observe({A.label: 2.0, B.label: 1.0}, A.label, 2.0)
+    assert memory.condition(100, temperature=1.0) == "sampled"
+    assert set(memory.prune([A, B])) == {A, B} and memory.expected(A.label) is None  # searched afresh
+    for _ in range(2):
+        memory.observe({A.label: 0.8, B.label: 1.5}, B.label, 1.5)
+    assert memory.condition(900, temperature=0.7) == "sampled-long" and memory.expected(B.label) is None
+    assert memory.condition(100, rows=4, temperature=1.0) == "batch"  # batches: one set over temperature
+    again = SearchMemory(tmp_path / "m.json", keep=0.85, min_requests=2)
+    again.condition(50, temperature=1.0)
+    assert again.prune([A, B]) == (B,) and again.condition(50) == "short" and again.prune([A, B]) == (A,)
+    assert "2 sampled" in again.describe()
+    one = SearchMemory(None, min_requests=2, sampled=False)
+    for _ in range(2):
+        one.observe({A.label: 2.0, B.label: 1.0}, A.label, 2.0)
+    assert one.condition(100, temperature=1.0) == "short" and one.prune([A, B]) == (A,)
+    assert one.copy().condition(100, temperature=1.0) == "short"
+
+
+def test_the_runner_names_each_requests_temperature_to_the_memory(tiny_llama):
+    """A request sampled at T > 0 learns into the sampled set (red when the runner leaves the temperature out)."""
+    memory = SearchMemory(None, min_requests=1)
+    factory = agent_factory("mcts", tiny_llama.num_layers, seed=0, drafters=["prompt-lookup", "suffix"], memory=memory)
+    runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory,
+                          SearchSettings(budget=4, steps_per_trial=2, loss_budget=0.0), memory=memory)
+    runner.generate([5, 9, 14, 20, 7, 11], max_new_tokens=12, temperature=1.0, seed=0)
+    assert memory.sets["sampled"] and not memory.sets["short"]
+    runner.generate([5, 9, 14, 20, 7, 11], max_new_tokens=12)
+    assert memory.sets["short"]
+
+
 def test_the_runner_names_each_requests_prompt_length_to_the_memory(tiny_llama, monkeypatch):
     """The search reads the set of its prompt's length: a request of ``long_prompt`` tokens or more learns into the
     long set (red when the runner never calls :meth:`SearchMemory.condition`)."""
