@@ -14,6 +14,7 @@ import json
 
 from leap.core.modeling.model import load_model
 from leap.search.drafter_space import option_fingerprints, parse_option
+from leap.search.memory import FIELDS
 
 
 def main() -> None:
@@ -23,10 +24,10 @@ def main() -> None:
     args = ap.parse_args()
     data = json.load(open(args.prior))
     model = load_model(args.model, device=data.get("device_type", "cpu"), dtype=data.get("dtype", "float32"))
-    # a batch set's labels are drafter names; the long-prompt set's are options, as the short set's
-    entries = {**data["options"], **data.get("long_prompts", {}), **data.get("batches", {})}
+    # a batch set's labels are drafter names; every other set's are options, as the short set's
+    entries = {label: entry for _, field in FIELDS for label, entry in data.get(field, {}).items()}
     stamps = option_fingerprints([parse_option(label) for label in entries], model)
-    for field in ("options", "long_prompts", "batches"):
+    for _, field in FIELDS:
         for label, entry in data.get(field, {}).items():
             entry["fingerprint"] = stamps[label]
     with open(args.prior, "w") as f:

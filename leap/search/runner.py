@@ -23,23 +23,24 @@ lose, the request is decoded plainly without it - for 1, 2, 4, ... requests afte
 a row, then the search is tried again. So where nothing pays LEAP costs about ``loss_budget`` over plain decoding.
 ``SearchOutcome.stop`` says why the search ended.
 
-**Settled by the memory** (with a :class:`~leap.search.memory.SearchMemory`): once a drafter option's mean
-reward on this request reaches ``min_speedup`` and every other option is below ``keep`` times that mean - by
-its trials on this request, or, untried, by what the memory remembers of it over at least ``min_requests``
-earlier requests (an option neither tried nor remembered blocks this) - no other option can be expected to
-win, so the search stops (``stop = "memory"``) and the rest of the request runs the best. The
-memory's prior thus screens trials within the request too, not only the space between requests: on the
-default model, where one option wins nearly everywhere, a request that confirms it in its first trial stops
-there instead of paying a trial of every option the pruning left in. ``favourite_first`` (on by default) runs the
-memory's favourite first and settles once nothing is remembered above the leader's trials, or once the favourite's
-trials confirm what the memory expected of it (at least ``keep`` times its remembered mean): one trial on a request
-the memory knows. Where the memory has no favourite yet, a request that carries nothing on hands its leader (its best
-option without layers that paid) to the next request as that request's first trial, and that earlier trial counts
-towards carrying it: from an empty memory, 128-token requests end inside their search with a leader tried once, and
-each searched again from scratch (``docs/data/regret-1c947d6/long-t0``: four requests in a row). Each of the memory's
-conditions (:meth:`~leap.search.memory.SearchMemory.condition`: short and long prompts, greedy and sampled) keeps its
-own carried choice, handed leader, plain step time and streak of fruitless searches, so what won or lost on short
-prompts is not carried to a long one.
+**Settled by the memory** (with a :class:`~leap.search.memory.SearchMemory`): once a drafter option's mean reward on
+this request reaches ``min_speedup`` and every other option is below ``keep`` times that mean - by its trials on this
+request, or, untried, by what the memory remembers of it over at least ``min_requests`` earlier requests (an option
+neither tried nor remembered blocks this) - no other option can be expected to win, so the search stops (``stop =
+"memory"``) and the rest of the request runs the best. The memory's prior thus screens trials within the request too,
+not only the space between requests: on the default model, where one option wins nearly everywhere, a request that
+confirms it in its first trial stops there instead of paying a trial of every option the pruning left in.
+``favourite_first`` (on by default) runs the memory's favourite first and settles once nothing is remembered above the
+leader's trials, or once the favourite's trials confirm what the memory expected of it (at least ``keep`` times its
+remembered mean): one trial on a request the memory knows, and where options are not yet remembered, one more trial of
+one of them (the others wait for later requests; :meth:`~leap.search.memory.SearchMemory.settles`). Where the memory
+has no favourite yet, a request that carries nothing on hands its leader (its best option without layers that paid) to
+the next request as that request's first trial, and that earlier trial counts towards carrying it: from an empty
+memory, 128-token requests end inside their search with a leader tried once, and each searched again from scratch
+(``docs/data/regret-1c947d6/long-t0``: four requests in a row). Each of the memory's conditions
+(:meth:`~leap.search.memory.SearchMemory.condition`: short and long prompts, greedy and sampled) keeps its own carried
+choice, handed leader, plain step time and streak of fruitless searches, so what won or lost on short prompts is not
+carried to a long one.
 
 **Abandoned trials** (``abandon``, default 0.5): a trial of several steps stops at its half when those steps measured
 below ``abandon`` times the best mean reward another configuration has on this request. From an empty memory a request

