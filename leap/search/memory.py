@@ -279,7 +279,7 @@ class SearchMemory:
         return max(known, key=lambda t: t[:2])[2] if known else None
 
     def settles(self, options: Sequence[Any], means: dict[str, float], *, min_speedup: float = 1.0,
-                favourite_first: bool = False) -> bool:
+                favourite_first: bool = False, handed: str | None = None) -> bool:
         """Whether a request whose options (with a ``label``) measured ``means`` (label -> mean trial reward) can stop
         searching: its leader reaches ``min_speedup`` and no other option can be expected to win - each is below
         ``keep`` times the leader by its trials or, untried, by its remembered mean (one neither tried nor remembered
@@ -289,8 +289,10 @@ class SearchMemory:
         one option a request that is not yet remembered: once one such option is tried here, the others wait for later
         requests instead of each holding this one (from an empty memory every option blocked settling until it was
         known on ``min_requests`` requests, some 26 trials, and six of ten long requests ended inside their search at
-        0.67-0.95 of ``lowbit``: ``docs/data/regret-464f4c9/long-t0``). Who calls it:
-        :class:`~leap.search.runner.OnlineSearch` after every trial."""
+        0.67-0.95 of ``lowbit``: ``docs/data/regret-464f4c9/long-t0``). While the memory has no favourite, the last
+        request's leader tried first here (``handed``: the runner's handed leader, measured on two requests once it
+        leads here too) stands for it, unconfirmed. Who calls it: :class:`~leap.search.runner.OnlineSearch` after
+        every trial."""
         if not means:
             return False
         leader = max(means, key=means.get)
@@ -298,9 +300,9 @@ class SearchMemory:
         if best < min_speedup:
             return False
         favourite = self.favourite([o for o in options if not o.uses_layers]) if favourite_first else None
-        leads = favourite is not None and favourite.label == leader
-        confirmed = leads and best >= self.keep * self.expected(leader)
-        explored = leads and any(self.expected(label) is None for label in means)  # one unknown option tried here
+        leads = (favourite.label if favourite is not None else handed if favourite_first else None) == leader
+        confirmed = leads and favourite is not None and best >= self.keep * self.expected(leader)
+        explored = leads and any(self.expected(label) is None for label in means if label != leader)  # one unknown
         for option in options:
             if option.label == leader:
                 continue

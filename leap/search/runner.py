@@ -35,9 +35,9 @@ leader's trials, or once the favourite's trials confirm what the memory expected
 remembered mean): one trial on a request the memory knows, and where options are not yet remembered, one more trial of
 one of them (the others wait for later requests; :meth:`~leap.search.memory.SearchMemory.settles`). Where the memory
 has no favourite yet, a request that carries nothing on hands its leader (its best option without layers that paid) to
-the next request as that request's first trial, and that earlier trial counts towards carrying it: from an empty
-memory, 128-token requests end inside their search with a leader tried once, and each searched again from scratch
-(``docs/data/regret-1c947d6/long-t0``: four requests in a row). Each of the memory's conditions
+the next request as that request's first trial, where it stands for the favourite, and that earlier trial counts
+towards carrying it: from an empty memory, 128-token requests end inside their search with a leader tried once, and
+each searched again from scratch (``docs/data/regret-1c947d6/long-t0``: four requests in a row). Each of the memory's conditions
 (:meth:`~leap.search.memory.SearchMemory.condition`: short and long prompts, greedy and sampled) keeps its own carried
 choice, handed leader, plain step time and streak of fruitless searches, so what won or lost on short prompts is not
 carried to a long one.
@@ -266,7 +266,7 @@ class OnlineSearch:
             if converged:
                 stop = "converged"
                 break
-            if self._settled(history):
+            if self._settled(history, handed):
                 stop = "memory"
                 break
             if s.give_up and iterations >= s.give_up and max(t.reward for t in history) < s.min_speedup:
@@ -307,12 +307,12 @@ class OnlineSearch:
         speedup = tokens * t_base / seconds if tokens > 0 and seconds > 0 and t_base > 0 else None
         self.memory.observe(means, label, speedup)
 
-    def _settled(self, history: SearchHistory) -> bool:
-        """Whether the memory says no untried option can beat the best tried one (module docstring)."""
+    def _settled(self, history: SearchHistory, handed: DraftChoice | None = None) -> bool:
+        """Whether the memory says no untried option can beat the best tried one (module docstring; ``handed``)."""
         options = self.agent.space.options  # empty for a layer-only space: nothing to settle
         return self.memory is not None and bool(options) and self.memory.settles(
             options, _option_means(history), min_speedup=self.settings.min_speedup,
-            favourite_first=self.settings.favourite_first)
+            favourite_first=self.settings.favourite_first, handed=None if handed is None else handed.drafter.label)
 
     def _favourite(self) -> DraftChoice | None:
         """``favourite_first``: the memory's favourite option without layers, for agents that accept foreign trials."""

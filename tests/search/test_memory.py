@@ -485,6 +485,19 @@ def test_a_leading_favourite_settles_once_one_option_not_yet_remembered_is_tried
     assert not memory.settles(options, {A.label: 2.0, C.label: 0.9}, favourite_first=False)
 
 
+def test_the_last_requests_leader_stands_for_the_favourite_while_the_memory_has_none():
+    """From an empty memory, a request that tried the last request's leader first (``handed``) settles once that
+    leader leads here and one more option has been tried (red when ``handed`` is ignored: every unknown option holds
+    the request); not before, not when another option beats it, and not with ``favourite_first`` off."""
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    options = [A, B, C]
+    assert not memory.settles(options, {A.label: 2.0, B.label: 0.9}, favourite_first=True)
+    assert memory.settles(options, {A.label: 2.0, B.label: 0.9}, favourite_first=True, handed=A.label)
+    assert not memory.settles(options, {A.label: 2.0}, favourite_first=True, handed=A.label)
+    assert not memory.settles(options, {A.label: 2.0, B.label: 2.4}, favourite_first=True, handed=A.label)
+    assert not memory.settles(options, {A.label: 2.0, B.label: 0.9}, favourite_first=False, handed=A.label)
+
+
 def test_a_memory_is_kept_per_dtype_and_device(tmp_path, monkeypatch, tiny_llama):
     """Issue 54: a GPU bfloat16 memory would prune float32 options (red when the dtype or device leaves the key)."""
     from types import SimpleNamespace

@@ -332,3 +332,39 @@ def test_a_leader_that_carried_nothing_is_the_next_requests_first_trial(tiny_qwe
     assert second.generation.token_ids == plain
     assert (second.trials[0]["config"] == "prompt-lookup") is favourite_first
     assert runner.generate(prompt, max_new_tokens=17).carried_over is favourite_first
+
+
+class _ThreeOptions(SearchAgent):
+    """Asks the wrong drafter (suffix) once, then the oracle; never the third option (stand)."""
+
+    accepts_foreign_trials = True
+
+    def __init__(self, num_layers: int) -> None:
+        super().__init__(JointSpace(baseline_space(num_layers), ["prompt-lookup", "suffix", "stand"]))
+        self.good, self.bad, _ = (DraftChoice(option, None) for option in self.space.options)
+
+    def ask(self, history):
+        return self.bad if not any(t.config == self.bad for t in history) else self.good
+
+
+def test_a_handed_leader_that_leads_again_settles_the_request_after_one_more_option(tiny_qwen2, monkeypatch):
+    """From an empty memory, the second request tries the first's leader first; once it leads again and one more
+    option has been tried, the request settles (stop = "memory") though a third option is still unknown, instead of
+    waiting until every option is known on two requests (red when the runner does not hand the leader to the memory's
+    settling: the unknown option holds the search to the request's end)."""
+    import leap.search.runner as runner_module
+    from leap.search.memory import SearchMemory
+
+    prompt = [5, 6, 7, 8] * 3
+    plain = SelfSpecDecoder(tiny_qwen2, None).generate(prompt, max_new_tokens=33).token_ids
+    _Oracle.reference = plain + [0] * 8
+    monkeypatch.setattr(runner_module, "make_drafter",
+                        lambda name, **kwargs: _Oracle() if name == "prompt-lookup" else _Wrong())
+    settings = SearchSettings(budget=50, steps_per_trial=4, give_up=0, min_speedup=0.0, reward="cost", carry_over=0)
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _ThreeOptions(tiny_qwen2.num_layers),
+                          settings, memory=SearchMemory(None))
+    first = runner.generate(prompt, max_new_tokens=17)
+    assert first.stop == "done" and [t["config"] for t in first.trials][:2] == ["suffix", "prompt-lookup"]
+    second = runner.generate(prompt, max_new_tokens=33)
+    assert [t["config"] for t in second.trials] == ["prompt-lookup", "suffix"] and second.stop == "memory"
+    assert second.generation.token_ids == plain
