@@ -57,7 +57,7 @@ on long greedy chains loses more: at T = 1 the T = 0 prior's favourite ``cascade
 ``docs/data/regret-464f4c9/b1-t1``), so single requests at T > 0 keep their own sets, short and long (``sampled``:
 one set per prompt length, whatever the temperature, is the ablation).
 
-**Batches.** A batch is a condition of its own (``condition(..., rows=B)``, B > 1): a third set of means, one per
+**Batches.** A batch is a condition of its own (``condition(..., rows=B)``, B > 1): a set of means of its own, one per
 drafter, each the goodput of its best (drafter, cap) arm over plain batched decoding's as the batch's bandit measured
 it (:meth:`observe_batch`), read by :meth:`rank_drafters` alone (:class:`~leap.search.batch.BatchSearch`, before a
 run's first batch). What one request at a time measured is not carried to batches: there the verifier is nearer
