@@ -172,7 +172,7 @@ class SearchMethod(BenchMethod):
                  seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
                  memory_horizon: int = 8, memory_recheck: int = 16, memory_long_prompt: int = 512,
                  memory_sampled: bool = True, budget_s: float = 0.0,
-                 give_up: int | None = None, favourite_first: bool = True, abandon: float = 0.5,
+                 give_up: int | None = None, favourite_first: bool = True, abandon: float = 0.5, explore: int = 4,
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  **agent_kwargs: Any) -> None:
@@ -219,7 +219,8 @@ class SearchMethod(BenchMethod):
                                       favourite_first=bool(favourite_first), carry_over=int(carry_over),
                                       loss_budget=options.loss_budget if loss_budget is None else float(loss_budget),
                                       steps_per_trial=steps_per_trial or options.steps_per_trial,
-                                      carry_renew=bool(carry_renew), abandon=float(abandon))  # JSON: 0, true
+                                      carry_renew=bool(carry_renew), abandon=float(abandon),  # JSON: 0, true
+                                      explore=int(explore))
             return OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify,
                                                 low_bits=int(low_bits)), factory, settings, memory=self.memory)
 
@@ -305,7 +306,9 @@ def _leap_drafters(model: LeapModel, options: BenchOptions, drafters: Sequence[s
     4 real steps per trial, a choice that paid reused for up to 4 following prompts, and 4 more each time it holds up
     (carry_renew=0: searched again every fifth prompt); favourite_first=false: the agent draws the first trial, not
     the memory's favourite; abandon=0: every trial runs its four steps (by default one whose first two measured below
-    half the best other option's reward stops); agent=NAME runs another registered agent on the same space"""
+    half the best other option's reward stops); explore=0: options the memory does not know yet hold every request's
+    search (by default they stop holding it once the request has tried 4 options); agent=NAME runs another registered
+    agent on the same space"""
     from leap.search.drafter_space import DEFAULT_DRAFTERS
 
     agent_kwargs.setdefault("steps_per_trial", 4)

@@ -145,6 +145,10 @@ def add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--abandon", type=float, default=0.5, metavar="F",
                    help="a trial whose first half measured below F times the best other configuration's mean reward "
                         "on this request stops there (default 0.5; 0: every trial runs whole, the ablation)")
+    p.add_argument("--explore", type=int, default=4, metavar="N",
+                   help="with a memory, a request that has tried N options stops waiting for those the memory does "
+                        "not know yet, which wait for later requests (default 4; 0: each holds the search, the "
+                        "ablation)")
 
 
 def config_from_args(args: argparse.Namespace, num_layers: int):

@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
                                                                carry_over=args.carry_over,
                                                                loss_budget=args.loss_budget,
                                                                favourite_first=args.favourite_first,
-                                                               abandon=args.abandon),
+                                                               abandon=args.abandon, explore=args.explore),
                               memory=memory)
         searched = runner.generate(args.prompt, **settings)
         record = searched.to_dict()

@@ -279,7 +279,7 @@ class SearchMemory:
         return max(known, key=lambda t: t[:2])[2] if known else None
 
     def settles(self, options: Sequence[Any], means: dict[str, float], *, min_speedup: float = 1.0,
-                favourite_first: bool = False, handed: str | None = None) -> bool:
+                favourite_first: bool = False, handed: str | None = None, explore: int = 0) -> bool:
         """Whether a request whose options (with a ``label``) measured ``means`` (label -> mean trial reward) can stop
         searching: its leader reaches ``min_speedup`` and no other option can be expected to win - each is below
         ``keep`` times the leader by its trials or, untried, by its remembered mean (one neither tried nor remembered
@@ -291,8 +291,11 @@ class SearchMemory:
         known on ``min_requests`` requests, some 26 trials, and six of ten long requests ended inside their search at
         0.67-0.95 of ``lowbit``: ``docs/data/regret-464f4c9/long-t0``). While the memory has no favourite, the last
         request's leader tried first here (``handed``: the runner's handed leader, measured on two requests once it
-        leads here too) stands for it, unconfirmed. Who calls it: :class:`~leap.search.runner.OnlineSearch` after
-        every trial."""
+        leads here too) stands for it, unconfirmed. With nothing leading that the memory knows, a request that has
+        tried ``explore`` options (0: no such cap) stops waiting for the unknown others too: a condition's first
+        request from an empty memory otherwise tried every option, eight trials in a 128-token request, at 0.77 and
+        0.73 of ``lowbit`` (``docs/data/regret-2549ba7/long-t0``, ``241`` and ``245``); they wait for later requests,
+        as a favourite's do. Who calls it: :class:`~leap.search.runner.OnlineSearch` after every trial."""
         if not means:
             return False
         leader = max(means, key=means.get)
@@ -303,6 +306,7 @@ class SearchMemory:
         leads = (favourite.label if favourite is not None else handed if favourite_first else None) == leader
         confirmed = leads and favourite is not None and best >= self.keep * self.expected(leader)
         explored = leads and any(self.expected(label) is None for label in means if label != leader)  # one unknown
+        explored = explored or 0 < explore <= len(means)
         for option in options:
             if option.label == leader:
                 continue

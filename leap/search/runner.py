@@ -26,8 +26,8 @@ a row, then the search is tried again. So where nothing pays LEAP costs about ``
 **Settled by the memory** (with a :class:`~leap.search.memory.SearchMemory`): once a drafter option's mean reward on
 this request reaches ``min_speedup`` and every other option is below ``keep`` times that mean - by its trials on this
 request, or, untried, by what the memory remembers of it over at least ``min_requests`` earlier requests (an option
-neither tried nor remembered blocks this) - no other option can be expected to win, so the search stops (``stop =
-"memory"``) and the rest of the request runs the best. The memory's prior thus screens trials within the request too,
+neither tried nor remembered blocks this until the request has tried ``explore`` options) - no other option can be
+expected to win, so the search stops (``stop = "memory"``) and the rest of the request runs the best. The memory's prior thus screens trials within the request too,
 not only the space between requests: on the default model, where one option wins nearly everywhere, a request that
 confirms it in its first trial stops there instead of paying a trial of every option the pruning left in.
 ``favourite_first`` (on by default) runs the memory's favourite first and settles once nothing is remembered above the
@@ -311,7 +311,7 @@ class OnlineSearch:
         """Whether the memory says no untried option can beat the best tried one (module docstring; ``handed``)."""
         options = self.agent.space.options  # empty for a layer-only space: nothing to settle
         return self.memory is not None and bool(options) and self.memory.settles(
-            options, _option_means(history), min_speedup=self.settings.min_speedup,
+            options, _option_means(history), min_speedup=self.settings.min_speedup, explore=self.settings.explore,
             favourite_first=self.settings.favourite_first, handed=None if handed is None else handed.drafter.label)
 
     def _favourite(self) -> DraftChoice | None:

@@ -35,7 +35,9 @@ class SearchSettings:
     ``favourite_first``: the memory's favourite option is a request's first trial; settle once none is remembered above
     the leader, or once the favourite confirms what the memory expected of it (module docstring; the default);
     ``abandon``: a trial whose first half (of ``steps_per_trial``) measured below ``abandon`` times the best mean reward
-    of another configuration on this request stops there (module docstring; 0 = every trial runs whole)."""
+    of another configuration on this request stops there (module docstring; 0 = every trial runs whole); ``explore``:
+    with a memory, the options a request tries before those it does not yet remember stop holding its search (module
+    docstring; 0 = every one holds it, the ablation)."""
 
     budget: int = 40
     base_steps: int = 2
@@ -49,13 +51,14 @@ class SearchSettings:
     budget_s: float = 0.0
     favourite_first: bool = True
     abandon: float = 0.5
+    explore: int = 4
 
     def __post_init__(self) -> None:
         if self.budget < 0 or self.base_steps < 0 or self.give_up < 0 or self.steps_per_trial < 1 \
                 or self.carry_over < 0 or not self.loss_budget >= 0 or not self.budget_s >= 0 \
-                or not 0 <= self.abandon < 1:
-            raise SettingsError("search settings: budget, base_steps, give_up, carry_over, loss_budget and budget_s "
-                                "must be >= 0, steps_per_trial >= 1, abandon in [0, 1)")
+                or not 0 <= self.abandon < 1 or self.explore < 0:
+            raise SettingsError("search settings: budget, base_steps, give_up, carry_over, loss_budget, budget_s and "
+                                "explore must be >= 0, steps_per_trial >= 1, abandon in [0, 1)")
         if self.reward not in ("measured", "cost"):
             raise SettingsError(f"reward must be 'measured' or 'cost', got {self.reward!r}")
 

@@ -81,6 +81,16 @@ def test_the_memorys_conditions_are_ablation_flags(tiny_llama):
     assert one.condition(5000, temperature=1.0) == "short"
 
 
+def test_explore_reaches_the_search_settings(tiny_llama):
+    """``explore`` (``--method-arg leap-drafters:explore=0``, the ablation) reaches the runner's settings; the default
+    is the settings' (red when the method drops it)."""
+    from leap.search.runner import SearchSettings
+
+    kwargs = dict(drafters="suffix;prompt-lookup", steps_per_trial=2)
+    assert make_method("leap-drafters", tiny_llama, **kwargs).runner.settings.explore == SearchSettings().explore
+    assert make_method("leap-drafters", tiny_llama, explore=0, **kwargs).runner.settings.explore == 0
+
+
 def test_memory_first_makes_every_request_a_new_machines_first(tiny_llama, tmp_path, monkeypatch):
     """memory=first: each request starts from the shipped prior with a new search (red when the memory or the runner
     of the first request is kept: the second would start from what the first learnt, or carry its choice)."""

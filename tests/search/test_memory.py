@@ -498,6 +498,27 @@ def test_the_last_requests_leader_stands_for_the_favourite_while_the_memory_has_
     assert not memory.settles(options, {A.label: 2.0, B.label: 0.9}, favourite_first=False, handed=A.label)
 
 
+def test_a_request_that_tried_explore_options_stops_waiting_for_those_not_yet_remembered():
+    """With nothing leading that the memory knows (no favourite, nothing handed), a request whose leader pays settles
+    once it has tried ``explore`` options: those not tried wait for later requests (red when every unknown option holds
+    the request whatever it tried: the first request of each empty condition tried all eight,
+    docs/data/regret-2549ba7/long-t0). Not before, not below ``min_speedup``, not while a tried option is within
+    ``keep`` of the leader or a remembered one above it, and not with ``explore=0``."""
+    D = parse_option("prompt-lookup")
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    options = [A, B, C, D]
+    three = {A.label: 2.0, B.label: 0.9, C.label: 1.1}
+    assert not memory.settles(options, three, explore=4)
+    assert memory.settles(options, three, explore=3) and memory.settles(options, three, explore=2)
+    assert memory.settles(options, three, explore=3, favourite_first=True)
+    assert not memory.settles(options, three, explore=0)
+    assert not memory.settles(options, {A.label: 0.9, B.label: 0.5, C.label: 0.4}, explore=3)  # nothing pays
+    assert not memory.settles(options, {A.label: 2.0, B.label: 1.9, C.label: 1.1}, explore=3)  # B within keep
+    for _ in range(2):
+        memory.observe({D.label: 2.5}, None, None)  # D remembered above the leader's trials
+    assert not memory.settles(options, three, explore=3)
+
+
 def test_a_memory_is_kept_per_dtype_and_device(tmp_path, monkeypatch, tiny_llama):
     """Issue 54: a GPU bfloat16 memory would prune float32 options (red when the dtype or device leaves the key)."""
     from types import SimpleNamespace

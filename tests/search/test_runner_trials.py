@@ -368,3 +368,29 @@ def test_a_handed_leader_that_leads_again_settles_the_request_after_one_more_opt
     second = runner.generate(prompt, max_new_tokens=33)
     assert [t["config"] for t in second.trials] == ["prompt-lookup", "suffix"] and second.stop == "memory"
     assert second.generation.token_ids == plain
+
+
+@pytest.mark.parametrize("explore", [2, 0])
+def test_a_request_stops_waiting_for_unknown_options_once_it_has_tried_explore_of_them(tiny_qwen2, monkeypatch,
+                                                                                         explore):
+    """From an empty memory, nothing handed, a request settles (stop = "memory") once its leader pays and it has tried
+    ``explore`` options, though a third is still unknown (red when the runner does not pass ``explore`` to the memory:
+    the unknown option holds the search to the request's end); with ``explore=0`` it does hold it. Lossless either way."""
+    import leap.search.runner as runner_module
+    from leap.search.memory import SearchMemory
+
+    prompt = [5, 6, 7, 8] * 3
+    plain = SelfSpecDecoder(tiny_qwen2, None).generate(prompt, max_new_tokens=33).token_ids
+    _Oracle.reference = plain + [0] * 8
+    monkeypatch.setattr(runner_module, "make_drafter",
+                        lambda name, **kwargs: _Oracle() if name == "prompt-lookup" else _Wrong())
+    settings = SearchSettings(budget=50, steps_per_trial=4, give_up=0, min_speedup=0.0, reward="cost", carry_over=0,
+                              explore=explore)
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _ThreeOptions(tiny_qwen2.num_layers),
+                          settings, memory=SearchMemory(None))
+    out = runner.generate(prompt, max_new_tokens=33)
+    assert [t["config"] for t in out.trials][:2] == ["suffix", "prompt-lookup"]
+    assert (out.stop, out.iterations) == ("memory", 2) if explore else out.stop == "done"
+    assert out.generation.token_ids == plain
+    with pytest.raises(SettingsError, match="explore"):
+        SearchSettings(explore=-1)
