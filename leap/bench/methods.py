@@ -196,14 +196,14 @@ class SearchMethod(BenchMethod):
                                 f"machine's first: a new search from that prior), persist ($LEAP_CACHE/search_memory), "
                                 f"off, or a FILE.json (read if it exists, written as the run learns), got {memory!r}")
         # empty unless told (a memory learnt on evaluation prompts would tune on the test); the records name it
-        ageing = dict(horizon=int(memory_horizon), recheck=int(memory_recheck),  # 0, 0: the ablation (no ageing)
-                      long_prompt=int(memory_long_prompt), sampled=bool(memory_sampled))  # 0, false: one set
+        memory_settings = dict(horizon=int(memory_horizon), recheck=int(memory_recheck),  # 0, 0: no ageing (ablation)
+                               long_prompt=int(memory_long_prompt), sampled=bool(memory_sampled))  # 0, false: one set
         if memory == "off" or not drafters:
             self.memory = None
         elif str(memory).endswith(".json"):
-            self.memory = SearchMemory(memory, **ageing)
+            self.memory = SearchMemory(memory, **memory_settings)
         else:
-            self.memory = memory_for(model, persist=memory == "persist", prior=memory != "fresh", **ageing)
+            self.memory = memory_for(model, persist=memory == "persist", prior=memory != "fresh", **memory_settings)
         self.memory_at_start = "off" if self.memory is None else self.memory.describe()
         self._memory_start = None if self.memory is None else self.memory.copy()  # after_warm_up goes back to it
 
@@ -224,7 +224,7 @@ class SearchMethod(BenchMethod):
             return OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify,
                                                 low_bits=int(low_bits)), factory, settings, memory=self.memory)
 
-        self._first, self._searcher, self._ageing = memory == "first", searcher, ageing
+        self._first, self._searcher, self._memory_settings = memory == "first", searcher, memory_settings
         self.runner = searcher()
 
     def run_batch(self, batch, *, max_new_tokens, temperature, seed):
@@ -262,7 +262,7 @@ class SearchMethod(BenchMethod):
         if self._first:  # a new machine's first request: the memory back to the shipped prior, a new search
             from leap.search.memory_store import memory_for
 
-            self.memory = memory_for(self._model, persist=False, prior=True, **self._ageing)
+            self.memory = memory_for(self._model, persist=False, prior=True, **self._memory_settings)
             self.runner = self._searcher()
         res = self.runner.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         return MethodResult.from_outcome(
