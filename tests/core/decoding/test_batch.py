@@ -593,11 +593,13 @@ def test_the_bandit_is_told_which_drafters_the_batch_has_begun(tiny_llama, monke
     monkeypatch.setattr(GoodputBandit, "choose", spy)
     decoder = BatchDecoder(tiny_llama, [("suffix", {}), ("prompt-lookup", {})], num_tokens="auto", caps=(0, 2),
                            screen=False)
-    for _ in range(2):
+    for first in (True, False):  # the second batch starts with none begun, whatever the first began
         decoder.generate([[5, 9, 14, 20, 7, 11, 5, 9], [3, 8, 3, 8, 3, 8]], max_new_tokens=12)
         batch, seen[:] = list(seen), []
         expected: set[int] = set()
         for begun, (drafter, cap) in batch:
             assert begun == expected
             expected = expected | ({drafter} if cap else set())
-        assert expected  # some drafter drafted in the batch
+        # the first batch pulls every arm, so some drafter drafts there; in the second the bandit exploits what it
+        # measured, which on the tiny model may be plain decoding throughout (a timing, not a defect)
+        assert expected or not first
