@@ -27,9 +27,10 @@ a row, then the search is tried again. So where nothing pays LEAP costs about ``
 this request reaches ``min_speedup`` and every other option is below ``keep`` times that mean - by its trials on this
 request, or, untried, by what the memory remembers of it over at least ``min_requests`` earlier requests (an option
 neither tried nor remembered blocks this until the request has tried ``explore`` options) - no other option can be
-expected to win, so the search stops (``stop = "memory"``) and the rest of the request runs the best. The memory's prior thus screens trials within the request too,
-not only the space between requests: on the default model, where one option wins nearly everywhere, a request that
-confirms it in its first trial stops there instead of paying a trial of every option the pruning left in.
+expected to win, so the search stops (``stop = "memory"``) and the rest of the request runs the best. The memory's
+prior thus screens trials within the request too, not only the space between requests: on the default model, where one
+option wins nearly everywhere, a request that confirms it in its first trial stops there instead of paying a trial of
+every option the pruning left in.
 ``favourite_first`` (on by default) runs the memory's favourite first and settles once nothing is remembered above the
 leader's trials, or once the favourite's trials confirm what the memory expected of it (at least ``keep`` times its
 remembered mean): one trial on a request the memory knows, and where options are not yet remembered, one more trial of

@@ -375,7 +375,8 @@ def test_a_request_stops_waiting_for_unknown_options_once_it_has_tried_explore_o
                                                                                          explore):
     """From an empty memory, nothing handed, a request settles (stop = "memory") once its leader pays and it has tried
     ``explore`` options, though a third is still unknown (red when the runner does not pass ``explore`` to the memory:
-    the unknown option holds the search to the request's end); with ``explore=0`` it does hold it. Lossless either way."""
+    the unknown option holds the search to the request's end); with ``explore=0`` it does hold it. Lossless either
+    way."""
     import leap.search.runner as runner_module
     from leap.search.memory import SearchMemory
 

@@ -544,7 +544,7 @@ def test_a_drafters_first_drafting_step_in_a_batch_is_its_setup_and_not_measured
     monkeypatch.setattr(GoodputBandit, "update", spy)
     decoder = BatchDecoder(tiny_llama, [("suffix", {}), ("prompt-lookup", {})], num_tokens="auto", caps=(0, 2),
                            screen=False, first_step_setup=True)  # off by default
-    for _ in range(2):
+    for first in (True, False):
         out = decoder.generate([[5, 9, 14, 20, 7, 11, 5, 9], [3, 8, 3, 8, 3, 8]], max_new_tokens=12)
         measured, begun = [], set()
         for d, c in zip(out.drafters, out.caps):
@@ -552,7 +552,8 @@ def test_a_drafters_first_drafting_step_in_a_batch_is_its_setup_and_not_measured
                 begun.add(d)  # its first drafting step in the batch: not measured
             else:
                 measured.append((d if c else 0, c))
-        assert begun and [tuple(a) for a in updates] == measured
+        # the first batch pulls every arm; the second may decode plainly throughout (the bandit's timing, tiny model)
+        assert (begun or not first) and [tuple(a) for a in updates] == measured
         updates.clear()
     from leap.core.drafters.suffix import SuffixDrafter
 
