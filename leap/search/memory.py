@@ -291,8 +291,8 @@ class SearchMemory:
         known on ``min_requests`` requests, some 26 trials, and six of ten long requests ended inside their search at
         0.67-0.95 of ``lowbit``: ``docs/data/regret-464f4c9/long-t0``). While the memory has no favourite, the last
         request's leader tried first here (``handed``: the runner's handed leader, measured on two requests once it
-        leads here too) stands for it, unconfirmed. With nothing leading that the memory knows, a request that has
-        tried ``explore`` options (0: no such cap) stops waiting for the unknown others too: a condition's first
+        leads here too) stands for it, unconfirmed. Whatever leads, a request that has tried ``explore`` options (0: no
+        such cap) stops waiting for the unknown others too: a condition's first
         request from an empty memory otherwise tried every option, eight trials in a 128-token request, at 0.77 and
         0.73 of ``lowbit`` (``docs/data/regret-2549ba7/long-t0``, ``241`` and ``245``); they wait for later requests,
         as a favourite's do. Who calls it: :class:`~leap.search.runner.OnlineSearch` after every trial."""

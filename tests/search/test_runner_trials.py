@@ -62,6 +62,18 @@ class _Wrong(Drafter):
         return [(tokens[-1] + 1 + i) % 50 for i in range(min(max_tokens, 2))]
 
 
+def _lookup_is_the_oracle(model, monkeypatch, prompt: list[int], max_new_tokens: int) -> list[int]:
+    """Plain decoding's tokens for ``prompt``; from now on the runner's ``prompt-lookup`` drafts them (:class:`_Oracle`)
+    and every other drafter drafts what no step accepts (:class:`_Wrong`)."""
+    import leap.search.runner as runner_module
+
+    plain = SelfSpecDecoder(model, None).generate(prompt, max_new_tokens=max_new_tokens).token_ids
+    _Oracle.reference = plain + [0] * 8
+    monkeypatch.setattr(runner_module, "make_drafter",
+                        lambda name, **kwargs: _Oracle() if name == "prompt-lookup" else _Wrong())
+    return plain
+
+
 class _Script(SearchAgent):
     """Asks the oracle first, then the wrong drafter: the test does not depend on an agent's choices."""
 
@@ -84,15 +96,11 @@ class _BestIsWorst(_Script):
 def test_a_request_the_memory_settled_fixes_its_leader_where_the_agents_best_does_not_pay(tiny_qwen2, monkeypatch):
     """The memory settles a request on its leader; where the agent's best is below ``min_speedup``, the leader's best
     trial is fixed, not plain decoding (red when _choose ignores the settle: docs/data/regret-7212270/long-t0, 484)."""
-    import leap.search.runner as runner_module
     from leap.search.memory import SearchMemory
     from tests.costs import fake_costs
 
     prompt = [5, 6, 7, 8] * 3
-    plain = SelfSpecDecoder(tiny_qwen2, None).generate(prompt, max_new_tokens=40).token_ids
-    _Oracle.reference = plain + [0] * 8
-    monkeypatch.setattr(runner_module, "make_drafter",
-                        lambda name, **kwargs: _Oracle() if name == "prompt-lookup" else _Wrong())
+    plain = _lookup_is_the_oracle(tiny_qwen2, monkeypatch, prompt, 40)
     # the test's costs, not this machine's calibration: a verification costs 1.05 to 1.1 plain steps, so the wrong
     # drafter's step (one token) is below 1 and the oracle's (three) above
     costs = fake_costs(tiny_qwen2.num_layers)
@@ -109,13 +117,8 @@ def test_a_trial_far_below_the_leader_is_abandoned_at_its_half(tiny_qwen2, monke
     """With ``abandon``, a trial whose first half measured below half the best other option's reward stops there: the
     wrong drafter's trials run two of their four steps (red when _trial ignores the bar); with 0 every trial runs whole.
     The cost-model reward keeps the rewards deterministic; the output stays plain decoding's."""
-    import leap.search.runner as runner_module
-
     prompt = [5, 6, 7, 8] * 3
-    plain = SelfSpecDecoder(tiny_qwen2, None).generate(prompt, max_new_tokens=60).token_ids
-    _Oracle.reference = plain + [0] * 8
-    monkeypatch.setattr(runner_module, "make_drafter",
-                        lambda name, **kwargs: _Oracle() if name == "prompt-lookup" else _Wrong())
+    plain = _lookup_is_the_oracle(tiny_qwen2, monkeypatch, prompt, 60)
     settings = SearchSettings(budget=3, steps_per_trial=4, give_up=0, min_speedup=0.0, reward="cost", abandon=abandon)
     out = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _Script(tiny_qwen2.num_layers),
                        settings).generate(prompt, max_new_tokens=60)
@@ -316,13 +319,8 @@ def test_a_leader_that_carried_nothing_is_the_next_requests_first_trial(tiny_qwe
     first and carries it once that trial confirms it (the earlier trial counts towards ``MIN_CARRY_TRIALS``). Red when
     the leader is not handed on: the second request starts with the agent's draw and the third searches again. Without
     ``favourite_first`` the agent draws every first trial."""
-    import leap.search.runner as runner_module
-
     prompt = [5, 6, 7, 8] * 3
-    plain = SelfSpecDecoder(tiny_qwen2, None).generate(prompt, max_new_tokens=17).token_ids
-    _Oracle.reference = plain + [0] * 8
-    monkeypatch.setattr(runner_module, "make_drafter",
-                        lambda name, **kwargs: _Oracle() if name == "prompt-lookup" else _Wrong())
+    plain = _lookup_is_the_oracle(tiny_qwen2, monkeypatch, prompt, 17)
     settings = SearchSettings(budget=50, steps_per_trial=4, give_up=0, min_speedup=0.0, reward="cost", carry_over=2,
                               favourite_first=favourite_first)
     runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _WrongFirst(tiny_qwen2.num_layers), settings)
@@ -352,14 +350,10 @@ def test_a_handed_leader_that_leads_again_settles_the_request_after_one_more_opt
     option has been tried, the request settles (stop = "memory") though a third option is still unknown, instead of
     waiting until every option is known on two requests (red when the runner does not hand the leader to the memory's
     settling: the unknown option holds the search to the request's end)."""
-    import leap.search.runner as runner_module
     from leap.search.memory import SearchMemory
 
     prompt = [5, 6, 7, 8] * 3
-    plain = SelfSpecDecoder(tiny_qwen2, None).generate(prompt, max_new_tokens=33).token_ids
-    _Oracle.reference = plain + [0] * 8
-    monkeypatch.setattr(runner_module, "make_drafter",
-                        lambda name, **kwargs: _Oracle() if name == "prompt-lookup" else _Wrong())
+    plain = _lookup_is_the_oracle(tiny_qwen2, monkeypatch, prompt, 33)
     settings = SearchSettings(budget=50, steps_per_trial=4, give_up=0, min_speedup=0.0, reward="cost", carry_over=0)
     runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _ThreeOptions(tiny_qwen2.num_layers),
                           settings, memory=SearchMemory(None))
@@ -377,14 +371,10 @@ def test_a_request_stops_waiting_for_unknown_options_once_it_has_tried_explore_o
     ``explore`` options, though a third is still unknown (red when the runner does not pass ``explore`` to the memory:
     the unknown option holds the search to the request's end); with ``explore=0`` it does hold it. Lossless either
     way."""
-    import leap.search.runner as runner_module
     from leap.search.memory import SearchMemory
 
     prompt = [5, 6, 7, 8] * 3
-    plain = SelfSpecDecoder(tiny_qwen2, None).generate(prompt, max_new_tokens=33).token_ids
-    _Oracle.reference = plain + [0] * 8
-    monkeypatch.setattr(runner_module, "make_drafter",
-                        lambda name, **kwargs: _Oracle() if name == "prompt-lookup" else _Wrong())
+    plain = _lookup_is_the_oracle(tiny_qwen2, monkeypatch, prompt, 33)
     settings = SearchSettings(budget=50, steps_per_trial=4, give_up=0, min_speedup=0.0, reward="cost", carry_over=0,
                               explore=explore)
     runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _ThreeOptions(tiny_qwen2.num_layers),
