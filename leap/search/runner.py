@@ -149,7 +149,7 @@ class OnlineSearch:
             key = drafter.shared_state_key()
             twin = next((d for d in self.drafters.values() if key is not None and d.shared_state_key() == key), None)
             if twin is not None:  # e.g. lowbit at another chain length: one runner, the prompt taken in once
-                drafter.share_state(twin)
+                drafter.share_state(twin.state_owner())
             self.drafters[option] = drafter
         return self.drafters[option]
 

@@ -218,3 +218,19 @@ def test_a_wall_clock_budget_ends_the_search_and_counts_the_space_it_built(tiny_
     assert fast.generate(PROMPT, max_new_tokens=40).iterations > 0
     with pytest.raises(Exception, match="budget_s"):
         SearchSettings(budget_s=-1.0)
+
+
+@pytest.mark.parametrize("order", [("lowbit", "cascade"), ("cascade", "lowbit")])
+def test_a_searchs_cascade_and_lowbit_options_share_one_low_bit_runner(tiny_llama, order):
+    """``cascade``'s low-bit part and the ``lowbit`` options take the prompt in once, and each drafts from where the
+    other left the context: apart, whichever drafted second paid for catching its own context up in its trial (red when
+    :meth:`~leap.core.drafters.hybrid.Cascade.shared_state_key` is None, or when the runner hands the twin itself
+    rather than its state's owner). Whichever the space offers first; lossless."""
+    labels = {"lowbit": "lowbit:backend=torch-int8", "cascade": "cascade:then_backend=torch-int8"}
+    plain = SelfSpecDecoder(tiny_llama, None).generate(PROMPT, max_new_tokens=24).token_ids
+    factory = agent_factory("ucb", tiny_llama.num_layers, seed=0, drafters=[labels[name] for name in order])
+    runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory,
+                          SearchSettings(budget=4, give_up=0, min_speedup=0.0, abandon=0.0))
+    assert runner.generate(PROMPT, max_new_tokens=24).generation.token_ids == plain
+    made = {option.name: drafter for option, drafter in runner.drafters.items()}
+    assert made["lowbit"].runner is not None and made["cascade"].then.runner is made["lowbit"].runner

@@ -221,7 +221,14 @@ class Drafter:
         return None
 
     def share_state(self, other: Drafter) -> None:
-        """Take over ``other``'s model state (called before :meth:`use_model`, only when the keys are equal)."""
+        """Take over ``other``'s model state (called before :meth:`use_model`, only when the keys are equal; ``other``
+        is the twin's :meth:`state_owner`)."""
+
+    def state_owner(self) -> Drafter:
+        """The drafter that holds the model state :meth:`shared_state_key` names: this one, or the part of a composite
+        drafter that does (``cascade``'s second part, a ``lowbit``), so that a ``lowbit`` option and a ``cascade`` share
+        one runner whichever of them the search made first."""
+        return self
 
     def use_model(self, model: Any) -> None:
         """The target :class:`~leap.core.modeling.model.LeapModel`; called when ``needs_model``."""

@@ -143,6 +143,19 @@ class Cascade(Drafter):
                  for prefix, part in (("first_", first), ("then_", then)) if isinstance(part, str)]
         return "-".join([own, *parts])
 
+    def shared_state_key(self) -> Any:
+        """Its second part's: in a search, ``cascade`` and the ``lowbit`` options share one llama.cpp context. Apart,
+        whichever of them drafted second after the other paid for catching its own context up on everything the other
+        had decoded, in its trial (a ``cascade`` step after two ``lowbit`` steps measured 1.0-1.2 times plain decoding's
+        speed against 1.7-1.9 shared; ``experiments/2026-11-28-shared-cascade``), and the search judged it by that."""
+        return self.then.shared_state_key()
+
+    def state_owner(self) -> Drafter:
+        return self.then.state_owner()
+
+    def share_state(self, other: Drafter) -> None:
+        self.then.share_state(other)
+
     @property
     def last_match(self) -> int | None:
         return self.first.last_match
