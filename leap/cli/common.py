@@ -149,6 +149,10 @@ def add_search_args(p: argparse.ArgumentParser) -> None:
                    help="with a memory, a request that has tried N options stops waiting for those the memory does "
                         "not know yet, which wait for later requests (default 4; 0: each holds the search, the "
                         "ablation)")
+    p.add_argument("--kin", action=argparse.BooleanOptionalAction, default=True,
+                   help="a favourite that falls short of the shipped prior's mean for it (another machine's) says how "
+                        "fast this machine runs its draft model: the options drafting with that model are expected "
+                        "at the same shortfall (docs/search.md; the default; --no-kin: the ablation)")
 
 
 def config_from_args(args: argparse.Namespace, num_layers: int):

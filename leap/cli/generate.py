@@ -154,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
                                                                carry_over=args.carry_over,
                                                                loss_budget=args.loss_budget,
                                                                favourite_first=args.favourite_first,
-                                                               abandon=args.abandon, explore=args.explore),
+                                                               abandon=args.abandon, explore=args.explore,
+                                                               kin=args.kin),
                               memory=memory)
         searched = runner.generate(args.prompt, **settings)
         record = searched.to_dict()

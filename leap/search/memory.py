@@ -34,17 +34,14 @@ only when asked (``memory=prior``), and its records say so.
 **Ageing and versions.** What an option measured holds for the option as it was and the machine as it was. Each
 remembered option carries its drafter's :meth:`~leap.core.drafters.base.Drafter.fingerprint` (its class and
 arguments, defaults filled in; a head's file): :meth:`SearchMemory.prune` forgets an option whose fingerprint changed
-(a default changed in a newer leap: on this project's machine a memory written before ``lowbit``'s defaults changed
-ranked ``cascade`` and ``gated`` first and the README's main job ran well below its speed from an empty memory, in a run by hand). A file
-written by an older leap (no ``schema``, or another) starts afresh, said once on stderr. Means are discounted: an
-option's mean moves by at least ``1/horizon`` of each new measurement (a running mean over the last ~``horizon``
-requests; Garivier & Moulines 2011's discounted bandits), so a machine or workload that changes is followed; and an
-option not measured for ``recheck`` requests counts as unseen again - a pruned option gets a trial every ``recheck``
-requests instead of never, since pruning would otherwise keep its old measurement forever. One at a time
-(:meth:`SearchMemory.rechecked`: the longest unmeasured): options pruned together go stale together, and on this
-project's machine one 65-token request of the README's main job then tried five of them before settling on
-``lowbit`` (``leap generate "Explain speculative decoding in two sentences." --json``'s ``trials``, by hand: 4.2 s
-where ``lowbit`` alone takes about 2); the others keep counting with their old means until their turn.
+(a memory written before ``lowbit``'s defaults changed ranked ``cascade`` and ``gated`` first, and the README's main
+job ran well below its speed from an empty memory, by hand). A file written by an older leap (no ``schema``, or
+another) starts afresh, said once on stderr. Means are discounted: an option's mean moves by at least ``1/horizon`` of
+each new measurement (Garivier & Moulines 2011's discounted bandits), so a machine or workload that changes is
+followed; and an option not measured for ``recheck`` requests counts as unseen again - a pruned option gets a trial
+every ``recheck`` requests instead of never. One at a time (:meth:`SearchMemory.rechecked`: the longest unmeasured):
+options pruned together go stale together, and one 65-token request of the README's main job then tried five of them
+before settling on ``lowbit`` (its ``--json`` ``trials``, by hand: 4.2 s where ``lowbit`` alone takes about 2).
 
 **Prompt length.** What wins on short prompts need not win on long ones (a draft that must first take in a long
 prompt, a verification over a long context), so the memory keeps two sets of means: requests whose prompt has fewer
@@ -278,8 +275,13 @@ class SearchMemory:
         known = [(mean, -i, o) for i, o in enumerate(options) if (mean := self.expected(o.label)) is not None]
         return max(known, key=lambda t: t[:2])[2] if known else None
 
+    def learnt_elsewhere(self, label: str) -> bool:
+        """Whether the memory knows ``label`` from the shipped prior alone (another machine's), never from here."""
+        return int(self.stats.get(label, {}).get("last", 1)) == 0  # observe stamps what it learns with its request
+
     def settles(self, options: Sequence[Any], means: dict[str, float], *, min_speedup: float = 1.0,
-                favourite_first: bool = False, handed: str | None = None, explore: int = 0) -> bool:
+                favourite_first: bool = False, handed: str | None = None, explore: int = 0,
+                kin: dict[str, Any] | None = None) -> bool:
         """Whether a request whose options (with a ``label``) measured ``means`` (label -> mean trial reward) can stop
         searching: its leader reaches ``min_speedup`` and no other option can be expected to win - each is below
         ``keep`` times the leader by its trials or, untried, by its remembered mean (one neither tried nor remembered
@@ -295,7 +297,13 @@ class SearchMemory:
         such cap) stops waiting for the unknown others too: a condition's first
         request from an empty memory otherwise tried every option, eight trials in a 128-token request, at 0.77 and
         0.73 of ``lowbit`` (``docs/data/regret-2549ba7/long-t0``, ``241`` and ``245``); they wait for later requests,
-        as a favourite's do. Who calls it: :class:`~leap.search.runner.OnlineSearch` after every trial."""
+        as a favourite's do. ``kin`` (label -> :meth:`~leap.core.drafters.base.Drafter.shared_state_key`: options
+        drafting with one model, ``lowbit``'s settings and ``cascade``): a favourite that leads and pays but falls short
+        of a mean learnt on another machine (:meth:`learnt_elsewhere`) says how fast this one runs its draft model, and
+        its untried kin are expected at the same shortfall: on an Intel Xeon every ``lowbit`` option ran at about 0.6 of
+        the prior's means, its favourite never confirmed, its kin each held the request, and the README's main job ran
+        three trials, at 0.89 of ``lowbit`` (``experiments/2026-11-28-shared-cascade``). Who calls it:
+        :class:`~leap.search.runner.OnlineSearch` after every trial."""
         if not means:
             return False
         leader = max(means, key=means.get)
@@ -307,13 +315,17 @@ class SearchMemory:
         confirmed = leads and favourite is not None and best >= self.keep * self.expected(leader)
         explored = leads and any(self.expected(label) is None for label in means if label != leader)  # one unknown
         explored = explored or 0 < explore <= len(means)
+        shortfall = best / self.expected(leader) if leads and favourite is not None and not confirmed and kin \
+            and kin.get(leader) is not None and self.learnt_elsewhere(leader) else 1.0
         for option in options:
             if option.label == leader:
                 continue
             evidence = means.get(option.label, self.expected(option.label))  # its trials here, else the memory's
-            if evidence is None and not explored:
-                return False
+            if evidence is not None and option.label not in means and kin and kin.get(option.label) == kin.get(leader):
+                evidence *= shortfall  # kin of a favourite that fell short of another machine's mean (docstring)
             if evidence is None:
+                if not explored:
+                    return False
                 continue
             if not confirmed and evidence >= (1.0 if favourite_first else self.keep) * best:
                 return False

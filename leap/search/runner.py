@@ -297,9 +297,8 @@ class OnlineSearch:
         trials = [{"iteration": t.iteration, "config": None if t.config is None else str(t.config),
                    "reward": t.reward, "committed": t.committed, "drafted": t.drafted, "accepted": t.accepted}
                   for t in history]
-        return SearchOutcome(generation, iterations, converged, None if fixed is None else str(fixed),
-                             overhead, t_base, trials, carried_over=carried is not None, stop=stop,
-                             search_loss_s=lost)
+        return SearchOutcome(generation, iterations, converged, None if fixed is None else str(fixed), overhead,
+                             t_base, trials, carried_over=carried is not None, stop=stop, search_loss_s=lost)
 
     def _remember(self, history: SearchHistory, fixed, tokens: int, seconds: float, t_base: float) -> None:
         """Hand the memory this request's mean trial reward per drafter option and the fixed phase's speedup."""
@@ -310,10 +309,11 @@ class OnlineSearch:
 
     def _settled(self, history: SearchHistory, handed: DraftChoice | None = None) -> bool:
         """Whether the memory says no untried option can beat the best tried one (module docstring; ``handed``)."""
-        options = self.agent.space.options  # empty for a layer-only space: nothing to settle
+        options, s = self.agent.space.options, self.settings  # no options in a layer-only space: nothing to settle
+        kin = {o.label: self.drafters[o].shared_state_key() for o in options if o in self.drafters} if s.kin else None
         return self.memory is not None and bool(options) and self.memory.settles(
-            options, _option_means(history), min_speedup=self.settings.min_speedup, explore=self.settings.explore,
-            favourite_first=self.settings.favourite_first, handed=None if handed is None else handed.drafter.label)
+            options, _option_means(history), min_speedup=s.min_speedup, explore=s.explore, kin=kin,
+            favourite_first=s.favourite_first, handed=None if handed is None else handed.drafter.label)
 
     def _favourite(self) -> DraftChoice | None:
         """``favourite_first``: the memory's favourite option without layers, for agents that accept foreign trials."""

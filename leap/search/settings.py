@@ -37,7 +37,9 @@ class SearchSettings:
     ``abandon``: a trial whose first half (of ``steps_per_trial``) measured below ``abandon`` times the best mean reward
     of another configuration on this request stops there (module docstring; 0 = every trial runs whole); ``explore``:
     with a memory, the options a request tries before those it does not yet remember stop holding its search (module
-    docstring; 0 = every one holds it, the ablation)."""
+    docstring; 0 = every one holds it, the ablation); ``kin``: a favourite that falls short of the shipped prior's
+    mean for it says how fast this machine runs its draft model, and the options drafting with that model are
+    expected at the same shortfall (:meth:`~leap.search.memory.SearchMemory.settles`; False: the ablation)."""
 
     budget: int = 40
     base_steps: int = 2
@@ -52,6 +54,7 @@ class SearchSettings:
     favourite_first: bool = True
     abandon: float = 0.5
     explore: int = 4
+    kin: bool = True
 
     def __post_init__(self) -> None:
         if self.budget < 0 or self.base_steps < 0 or self.give_up < 0 or self.steps_per_trial < 1 \

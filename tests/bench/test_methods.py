@@ -81,14 +81,16 @@ def test_the_memorys_conditions_are_ablation_flags(tiny_llama):
     assert one.condition(5000, temperature=1.0) == "short"
 
 
-def test_explore_reaches_the_search_settings(tiny_llama):
-    """``explore`` (``--method-arg leap-drafters:explore=0``, the ablation) reaches the runner's settings; the default
-    is the settings' (red when the method drops it)."""
+@pytest.mark.parametrize("name, ablation", [("explore", 0), ("kin", False)])
+def test_explore_and_kin_reach_the_search_settings(tiny_llama, name, ablation):
+    """``explore`` and ``kin`` (``--method-arg leap-drafters:explore=0``, ``kin=false``: the ablations) reach the
+    runner's settings; the defaults are the settings' (red when the method drops either)."""
     from leap.search.runner import SearchSettings
 
     kwargs = dict(drafters="suffix;prompt-lookup", steps_per_trial=2)
-    assert make_method("leap-drafters", tiny_llama, **kwargs).runner.settings.explore == SearchSettings().explore
-    assert make_method("leap-drafters", tiny_llama, explore=0, **kwargs).runner.settings.explore == 0
+    default = getattr(make_method("leap-drafters", tiny_llama, **kwargs).runner.settings, name)
+    assert default == getattr(SearchSettings(), name) and default != ablation
+    assert getattr(make_method("leap-drafters", tiny_llama, **{name: ablation}, **kwargs).runner.settings, name) == ablation
 
 
 def test_memory_first_makes_every_request_a_new_machines_first(tiny_llama, tmp_path, monkeypatch):

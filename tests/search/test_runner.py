@@ -234,3 +234,26 @@ def test_a_searchs_cascade_and_lowbit_options_share_one_low_bit_runner(tiny_llam
     assert runner.generate(PROMPT, max_new_tokens=24).generation.token_ids == plain
     made = {option.name: drafter for option, drafter in runner.drafters.items()}
     assert made["lowbit"].runner is not None and made["cascade"].then.runner is made["lowbit"].runner
+
+
+def test_the_runner_tells_the_memory_which_options_draft_with_one_model(tiny_llama, monkeypatch):
+    """``kin`` (SearchSettings, default on) reaches :meth:`~leap.search.memory.SearchMemory.settles` as each option's
+    shared-state key: ``lowbit`` and ``cascade`` alike, ``suffix`` apart (red when the runner passes none); off, none."""
+    from leap.search.memory import SearchMemory
+
+    told = []
+    settles = SearchMemory.settles
+    monkeypatch.setattr(SearchMemory, "settles", lambda self, *a, **k: (told.append(k["kin"]), settles(self, *a, **k))[1])
+    for kin in (True, False):
+        factory = agent_factory("ucb", tiny_llama.num_layers, seed=0,
+                                drafters=["lowbit:backend=torch-int8", "cascade:then_backend=torch-int8", "suffix"])
+        OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory, SearchSettings(budget=3, give_up=0, kin=kin),
+                     memory=SearchMemory(None)).generate(PROMPT, max_new_tokens=16)
+        if kin:  # lowbit's settings (num_tokens=6, 10, 14) and cascade: one key; suffix: none
+            keys = {label.split(":")[0]: set() for label in told[-1]}
+            for label, key in told[-1].items():
+                keys[label.split(":")[0]].add(key)
+            assert len(keys["lowbit"]) == 1 and None not in keys["lowbit"] and keys["cascade"] == keys["lowbit"]
+            assert keys["suffix"] == {None}
+        else:
+            assert told[-1] is None
