@@ -13,23 +13,19 @@ on offer: a drafter that copies wins by far on a prompt it can copy from and los
 such prompts pruned the steady ``lowbit`` options from the next request, which ran at 0.44 of ``lowbit``
 (``docs/data/regret-7212270/long-t0``, request 484); elimination against a lower bound of the best, as in successive
 elimination (Even-Dar, Mannor & Mansour 2006). The batch set (below) ranks by means alone.
-Options not yet seen enough stay in, so exploration continues; when the last request's chosen option did
-not pay, the next request's cut is wider (``keep`` squared: the prompts may have changed kind - long prompts,
-code, copying) but still made: a rule that pruned nothing after such a request kept the sampled search (T = 1),
-whose fixed phases often do not pay, exploring every option on every request (docs/data/search_pays/t1_128).
+Options not yet seen enough stay in; after a request whose chosen option did not pay, the cut is wider (``keep``
+squared: the prompts may have changed kind) but still made (docs/data/search_pays/t1_128).
 
-The memory persists between runs under ``$LEAP_CACHE/search_memory`` keyed by model, device and dtype
-(:func:`~leap.search.memory_store.memory_for`), or lives in memory only (``path=None``: a benchmark starts from an
-empty memory and its records say so, so nothing learnt on evaluation prompts in an earlier run scores them again). It
-is an ablation flag (``--no-memory``).
+The memory persists under ``$LEAP_CACHE/search_memory`` keyed by model, device and dtype
+(:func:`~leap.search.memory_store.memory_for`), or lives in memory only (``path=None``: a benchmark's, so nothing learnt
+on evaluation prompts in an earlier run scores them again); ``--no-memory`` is the ablation.
 
-**The shipped prior.** A memory that is still empty on a user's machine starts from the prior leap ships for the
-model (``leap/data/search_memory/<model>.json``, made by ``benchmarks/search_prior.sh`` on leap's own seed prompts,
-never Spec-Bench), where its device type and dtype match the prior's: the first request then prunes and screens
-with what the prior measured instead of exploring every option (on Spec-Bench the search lost most on its first
-requests, while its memory was empty: ``docs/data/search_two_trials``). Each option counts as seen on
-``min_requests`` requests at most, so the machine's own requests outweigh it after a few. ``leap bench`` uses it
-only when asked (``memory=prior``), and its records say so.
+**The shipped prior.** A memory still empty starts from the prior leap ships for the model
+(``leap/data/search_memory/<model>.json``, made by ``benchmarks/search_prior.sh`` on leap's seed prompts, never
+Spec-Bench) where its device type and dtype match: the first request prunes and screens with it instead of exploring
+every option (``docs/data/search_two_trials``). Each option counts as seen on ``min_requests`` requests at most, so
+this machine's own requests outweigh it after a few (:meth:`learnt_elsewhere`: what this machine never measured).
+``leap bench`` uses it only when asked (``memory=prior``), and its records say so.
 
 **Ageing and versions.** What an option measured holds for the option as it was and the machine as it was. Each
 remembered option carries its drafter's :meth:`~leap.core.drafters.base.Drafter.fingerprint` (its class and
@@ -40,8 +36,7 @@ another) starts afresh, said once on stderr. Means are discounted: an option's m
 each new measurement (Garivier & Moulines 2011's discounted bandits), so a machine or workload that changes is
 followed; and an option not measured for ``recheck`` requests counts as unseen again - a pruned option gets a trial
 every ``recheck`` requests instead of never. One at a time (:meth:`SearchMemory.rechecked`: the longest unmeasured):
-options pruned together go stale together, and one 65-token request of the README's main job then tried five of them
-before settling on ``lowbit`` (its ``--json`` ``trials``, by hand: 4.2 s where ``lowbit`` alone takes about 2).
+options pruned together go stale together (the README's main job then tried five of them, by hand).
 
 **Prompt length.** What wins on short prompts need not win on long ones (a draft that must first take in a long
 prompt, a verification over a long context), so the memory keeps two sets of means: requests whose prompt has fewer
@@ -49,22 +44,19 @@ than ``long_prompt`` tokens (512) and the rest. :meth:`SearchMemory.condition` p
 everything above reads and writes that set alone; the shipped prior fills each from its own prompts (the long set
 from leap's long seed prompts, :func:`leap.heads.prompts.long_seed_prompts`). ``long_prompt=0``: one set (ablation).
 
-**Sampling.** What wins at T = 0 need not win at T > 0 (a sampled draft is accepted less often, and a draft that wins
-on long greedy chains loses more: at T = 1 the T = 0 prior's favourite ``cascade`` ran about 5% below ``lowbit``,
-``docs/data/regret-464f4c9/b1-t1``), so single requests at T > 0 keep their own sets, short and long (``sampled``:
-one set per prompt length, whatever the temperature, is the ablation).
+**Sampling.** What wins at T = 0 need not win at T > 0 (at T = 1 the T = 0 prior's favourite ``cascade`` ran about 5%
+below ``lowbit``, ``docs/data/regret-464f4c9/b1-t1``), so single requests at T > 0 keep their own sets, short and long
+(``sampled``: one set per prompt length, whatever the temperature, is the ablation).
 
-**Batches.** A batch is a condition of its own (``condition(..., rows=B)``, B > 1): a set of means of its own, one per
-drafter, each the goodput of its best (drafter, cap) arm over plain batched decoding's as the batch's bandit measured
-it (:meth:`observe_batch`), read by :meth:`rank_drafters` alone (:class:`~leap.search.batch.BatchSearch`, before a
-run's first batch). What one request at a time measured is not carried to batches: there the verifier is nearer
-compute-bound, and a drafter that wins alone can lose (on Spec-Bench at B = 4 the shipped prior's single-request
-favourite ``cascade`` drafted most batches, and the search from the prior reached 0.84 of ``lowbit-auto``, 0.95 from an
-empty memory: ``docs/data/regret-6bd5159/b4-t0``); the shipped prior's own batch set is measured in batches, on seeds.
+**Batches.** A batch is a condition of its own (``condition(..., rows=B)``, B > 1): one mean per drafter, the goodput
+of its best (drafter, cap) arm over plain batched decoding's (:meth:`observe_batch`), read by :meth:`rank_drafters`
+alone (:class:`~leap.search.batch.BatchSearch`). What one request at a time measured is not carried to batches, where
+a drafter that wins alone can lose (``docs/data/regret-6bd5159/b4-t0``: the single-request favourite ``cascade``
+drafted most batches, 0.84 of ``lowbit-auto``); the prior's batch set is measured in batches, on seeds.
 
 Who calls what: :func:`leap.search.factory.agent_factory` prunes each request's options with it;
-:class:`leap.search.runner.OnlineSearch` names each request's prompt length (:meth:`condition`) and records what it
-measured (:meth:`observe`).
+:class:`leap.search.runner.OnlineSearch` names each request's condition (:meth:`condition`), asks :meth:`settles`
+after each trial and records what it measured (:meth:`observe`).
 """
 
 from __future__ import annotations
@@ -302,7 +294,10 @@ class SearchMemory:
         of a mean learnt on another machine (:meth:`learnt_elsewhere`) says how fast this one runs its draft model, and
         its untried kin are expected at the same shortfall: on an Intel Xeon every ``lowbit`` option ran at about 0.6 of
         the prior's means, its favourite never confirmed, its kin each held the request, and the README's main job ran
-        three trials, at 0.89 of ``lowbit`` (``experiments/2026-11-28-shared-cascade``). Who calls it:
+        three trials, at 0.89 of ``lowbit`` (``experiments/2026-11-28-shared-cascade``). Once a favourite learnt
+        elsewhere falls short of it here, the prior's picture is in doubt: after ``explore`` options, the options only
+        the prior vouches for stop holding the request too (from the prior, the first long Spec-Bench request tried
+        seven options, its long set's favourite ``stand`` far below what its seed prompts measured). Who calls it:
         :class:`~leap.search.runner.OnlineSearch` after every trial."""
         if not means:
             return False
@@ -314,15 +309,20 @@ class SearchMemory:
         leads = (favourite.label if favourite is not None else handed if favourite_first else None) == leader
         confirmed = leads and favourite is not None and best >= self.keep * self.expected(leader)
         explored = leads and any(self.expected(label) is None for label in means if label != leader)  # one unknown
-        explored = explored or 0 < explore <= len(means)
+        capped = 0 < explore <= len(means)
+        explored = explored or capped
         shortfall = best / self.expected(leader) if leads and favourite is not None and not confirmed and kin \
             and kin.get(leader) is not None and self.learnt_elsewhere(leader) else 1.0
+        doubted = capped and favourite is not None and favourite.label in means and self.learnt_elsewhere(
+            favourite.label) and means[favourite.label] < self.keep * self.expected(favourite.label)
         for option in options:
             if option.label == leader:
                 continue
             evidence = means.get(option.label, self.expected(option.label))  # its trials here, else the memory's
             if evidence is not None and option.label not in means and kin and kin.get(option.label) == kin.get(leader):
                 evidence *= shortfall  # kin of a favourite that fell short of another machine's mean (docstring)
+            if doubted and option.label not in means and self.learnt_elsewhere(option.label):
+                continue  # only a prior its favourite contradicted vouches for it, and explore options were tried
             if evidence is None:
                 if not explored:
                     return False

@@ -524,6 +524,30 @@ def test_a_favourite_short_of_another_machines_mean_expects_its_kin_at_the_same_
     assert not memory.settles(options, {A.label: 1.2, D.label: 0.9}, favourite_first=True, kin=kin)
 
 
+def test_once_the_priors_favourite_falls_short_the_options_only_the_prior_vouches_for_wait_after_explore(tmp_path):
+    """From the shipped prior (favourite S 2.5; P 2.4, L 2.2, X and G 2.3), a request whose favourite fell short
+    (1.0 < 0.85 x 2.5) stops waiting for P, which only the prior vouches for, once it has tried ``explore`` options (red
+    when P holds it: from the prior the first long Spec-Bench request tried seven options). Not before, not with
+    ``explore=0``, not while the favourite holds up, and not for an option this machine measured."""
+    import json
+
+    S, P, L, X, G = (parse_option(x) for x in ("stand", "prompt-lookup", "lowbit:num_tokens=10", "suffix", "gated"))
+    prior = tmp_path / "prior.json"
+    means = {S: 2.5, P: 2.4, L: 2.2, X: 2.3, G: 2.3}
+    prior.write_text(json.dumps({"options": {o.label: {"requests": 4, "mean": m} for o, m in means.items()}}))
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    memory.start_from_prior(prior)
+    options, three = [S, P, L, X, G], {S.label: 1.0, L.label: 2.0, X.label: 0.8}
+    four = {**three, G.label: 0.9}
+    assert memory.favourite(options) == S
+    assert not memory.settles(options, three, favourite_first=True, explore=4)
+    assert memory.settles(options, four, favourite_first=True, explore=4)
+    assert not memory.settles(options, four, favourite_first=True, explore=0)
+    assert not memory.settles(options, {**four, S.label: 2.2, L.label: 2.3}, favourite_first=True, explore=4)
+    memory.observe({P.label: 2.4}, None, None)  # this machine measured P
+    assert not memory.settles(options, four, favourite_first=True, explore=4)
+
+
 def test_a_request_that_tried_explore_options_stops_waiting_for_those_not_yet_remembered():
     """With nothing leading that the memory knows (no favourite, nothing handed), a request whose leader pays settles
     once it has tried ``explore`` options: those not tried wait for later requests (red when every unknown option holds

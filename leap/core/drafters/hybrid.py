@@ -146,8 +146,9 @@ class Cascade(Drafter):
     def shared_state_key(self) -> Any:
         """Its second part's: in a search, ``cascade`` and the ``lowbit`` options share one llama.cpp context. Apart,
         whichever of them drafted second after the other paid for catching its own context up on everything the other
-        had decoded, in its trial (a ``cascade`` step after two ``lowbit`` steps measured 1.0-1.2 times plain decoding's
-        speed against 1.7-1.9 shared; ``experiments/2026-11-28-shared-cascade``), and the search judged it by that."""
+        had decoded, in its trial (a ``cascade`` step after two ``lowbit`` steps measured 0.87-1.23 times plain
+        decoding's speed, against 1.72-2.46 shared: ``experiments/2026-11-28-shared-cascade``), and the search judged it
+        by that."""
         return self.then.shared_state_key()
 
     def state_owner(self) -> Drafter:
