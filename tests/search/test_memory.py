@@ -498,20 +498,26 @@ def test_the_last_requests_leader_stands_for_the_favourite_while_the_memory_has_
     assert not memory.settles(options, {A.label: 2.0, B.label: 0.9}, favourite_first=False, handed=A.label)
 
 
+def _from_prior(tmp_path, means: dict[DrafterOption, float]) -> SearchMemory:
+    """A memory (keep 0.85, min_requests 2) started from a shipped prior whose short set holds ``means``, each seen on
+    four of another machine's requests."""
+    import json
+
+    prior = tmp_path / "prior.json"
+    prior.write_text(json.dumps({"options": {o.label: {"requests": 4, "mean": m} for o, m in means.items()}}))
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    memory.start_from_prior(prior)
+    return memory
+
+
 def test_a_favourite_short_of_another_machines_mean_expects_its_kin_at_the_same_shortfall(tmp_path):
     """From the shipped prior (another machine's speedups: the favourite A 2.0, K 1.7 drafting with A's model, D 1.6 of
     another kind), a favourite that pays but falls short (1.2 < 0.85 x 2.0) expects K at 1.7 x 1.2 / 2.0, below its
     trial, and settles once D, remembered above the trial and not its kin, has been tried (red when kin are read at
     the prior's means: the README's main job on an Intel Xeon ran three trials). Not without ``kin``, not for an option
     of another kind, and not once this machine has measured the favourite itself."""
-    import json
-
     K, D = parse_option("lowbit:num_tokens=6"), parse_option("prompt-lookup")
-    prior = tmp_path / "prior.json"
-    prior.write_text(json.dumps({"options": {A.label: {"requests": 4, "mean": 2.0}, K.label: {"requests": 4, "mean": 1.7},
-                                             D.label: {"requests": 4, "mean": 1.6}}}))
-    memory = SearchMemory(None, keep=0.85, min_requests=2)
-    memory.start_from_prior(prior)
+    memory = _from_prior(tmp_path, {A: 2.0, K: 1.7, D: 1.6})
     options, kin = [A, K, D], {A.label: "lowbit", K.label: "lowbit", D.label: None}
     assert memory.learnt_elsewhere(A.label) and memory.favourite(options) == A
     assert not memory.settles(options, {A.label: 1.2}, favourite_first=True, kin=kin)  # D holds
@@ -529,14 +535,8 @@ def test_once_the_priors_favourite_falls_short_the_options_only_the_prior_vouche
     (1.0 < 0.85 x 2.5) stops waiting for P, which only the prior vouches for, once it has tried ``explore`` options (red
     when P holds it: from the prior the first long Spec-Bench request tried seven options). Not before, not with
     ``explore=0``, not while the favourite holds up, and not for an option this machine measured."""
-    import json
-
     S, P, L, X, G = (parse_option(x) for x in ("stand", "prompt-lookup", "lowbit:num_tokens=10", "suffix", "gated"))
-    prior = tmp_path / "prior.json"
-    means = {S: 2.5, P: 2.4, L: 2.2, X: 2.3, G: 2.3}
-    prior.write_text(json.dumps({"options": {o.label: {"requests": 4, "mean": m} for o, m in means.items()}}))
-    memory = SearchMemory(None, keep=0.85, min_requests=2)
-    memory.start_from_prior(prior)
+    memory = _from_prior(tmp_path, {S: 2.5, P: 2.4, L: 2.2, X: 2.3, G: 2.3})
     options, three = [S, P, L, X, G], {S.label: 1.0, L.label: 2.0, X.label: 0.8}
     four = {**three, G.label: 0.9}
     assert memory.favourite(options) == S
