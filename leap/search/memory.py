@@ -14,7 +14,7 @@ such prompts pruned the steady ``lowbit`` options from the next request, which r
 (``docs/data/regret-7212270/long-t0``, request 484); elimination against a lower bound of the best, as in successive
 elimination (Even-Dar, Mannor & Mansour 2006). The batch set (below) ranks by means alone.
 Options not yet seen enough stay in; after a request whose chosen option did not pay, the cut is wider (``keep``
-squared: the prompts may have changed kind) but still made (docs/data/search_pays/t1_128).
+squared) but still made (docs/data/search_pays/t1_128).
 
 The memory persists under ``$LEAP_CACHE/search_memory`` keyed by model, device and dtype
 (:func:`~leap.search.memory_store.memory_for`), or lives in memory only (``path=None``: a benchmark's, so nothing learnt
@@ -24,8 +24,11 @@ on evaluation prompts in an earlier run scores them again); ``--no-memory`` is t
 (``leap/data/search_memory/<model>.json``, made by ``benchmarks/search_prior.sh`` on leap's seed prompts, never
 Spec-Bench) where its device type and dtype match: the first request prunes and screens with it instead of exploring
 every option (``docs/data/search_two_trials``). Each option counts as seen on ``min_requests`` requests at most, so
-this machine's own requests outweigh it after a few (:meth:`learnt_elsewhere`: what this machine never measured).
-``leap bench`` uses it only when asked (``memory=prior``), and its records say so.
+this machine's own requests outweigh it after a few (:meth:`learnt_elsewhere`: what this machine never measured). Once
+this machine has measured options, the floor is theirs: the prior's long set (another machine, copy-heavy seeds) put
+``prompt-lookup`` at 2.48, and it pruned every ``lowbit`` option, measured here, from an Intel Xeon's third long
+Spec-Bench request, which decoded plainly (``docs/data/regret-xeon/long-t0``, ``243``). ``leap bench`` uses the prior
+only when asked (``memory=prior``), and its records say so.
 
 **Ageing and versions.** What an option measured holds for the option as it was and the machine as it was. Each
 remembered option carries its drafter's :meth:`~leap.core.drafters.base.Drafter.fingerprint` (its class and
@@ -256,9 +259,11 @@ class SearchMemory:
         entry = self.stats.get(label)
         return entry["mean"] if entry and self._counts(label, entry) else None
 
-    def best_expected(self) -> float | None:
-        """The best :meth:`expected` of any option (None: no option counts yet)."""
-        seen = [e["mean"] for label, e in self.stats.items() if self._counts(label, e)]
+    def best_expected(self, here: bool = False) -> float | None:
+        """The best :meth:`expected` of any option (None: none counts yet); ``here``: of the options this machine
+        measured (not :meth:`learnt_elsewhere`), the bar a carried choice is held to (``OnlineSearch._carry``)."""
+        seen = [e["mean"] for label, e in self.stats.items()
+                if self._counts(label, e) and not (here and self.learnt_elsewhere(label))]
         return max(seen) if seen else None
 
     def favourite(self, options: Sequence[Any]) -> Any | None:
@@ -279,26 +284,20 @@ class SearchMemory:
         ``keep`` times the leader by its trials or, untried, by its remembered mean (one neither tried nor remembered
         holds the search). With ``favourite_first`` (the favourite tried first) the bar is the leader itself, and the
         favourite settles the request at once when its trials confirm what was expected of it (at least ``keep`` times
-        its remembered mean): every other remembered option is remembered below it. A favourite that leads explores
-        one option a request that is not yet remembered: once one such option is tried here, the others wait for later
-        requests instead of each holding this one (from an empty memory every option blocked settling until it was
-        known on ``min_requests`` requests, some 26 trials, and six of ten long requests ended inside their search at
-        0.67-0.95 of ``lowbit``: ``docs/data/regret-464f4c9/long-t0``). While the memory has no favourite, the last
-        request's leader tried first here (``handed``: the runner's handed leader, measured on two requests once it
-        leads here too) stands for it, unconfirmed. Whatever leads, a request that has tried ``explore`` options (0: no
-        such cap) stops waiting for the unknown others too: a condition's first
-        request from an empty memory otherwise tried every option, eight trials in a 128-token request, at 0.77 and
-        0.73 of ``lowbit`` (``docs/data/regret-2549ba7/long-t0``, ``241`` and ``245``); they wait for later requests,
-        as a favourite's do. ``kin`` (label -> :meth:`~leap.core.drafters.base.Drafter.shared_state_key`: options
-        drafting with one model, ``lowbit``'s settings and ``cascade``): a favourite that leads and pays but falls short
-        of a mean learnt on another machine (:meth:`learnt_elsewhere`) says how fast this one runs its draft model, and
-        its untried kin are expected at the same shortfall: on an Intel Xeon every ``lowbit`` option ran at about 0.6 of
-        the prior's means, its favourite never confirmed, its kin each held the request, and the README's main job ran
-        three trials, at 0.89 of ``lowbit`` (``experiments/2026-11-28-shared-cascade``). Once a favourite learnt
+        its remembered mean). A favourite that leads explores one option a request that is not yet remembered; the
+        others wait for later requests instead of each holding this one (from an empty memory every option held the
+        search until known on ``min_requests`` requests, some 26 trials: ``docs/data/regret-464f4c9/long-t0``). While
+        the memory has no favourite, the last request's leader tried first here (``handed``) stands for it, unconfirmed.
+        Whatever leads, a request that has tried ``explore`` options (0: no such cap) stops waiting for the unknown
+        others too (a condition's first request otherwise tried every option, eight trials in a 128-token request:
+        ``docs/data/regret-2549ba7/long-t0``). ``kin`` (label -> ``Drafter.shared_state_key``: options drafting with
+        one model, ``lowbit``'s settings and ``cascade``): a favourite that leads and pays but falls short of a mean
+        learnt on another machine (:meth:`learnt_elsewhere`) says how fast this one runs its draft model, and its
+        untried kin are expected at the same shortfall (on an Intel Xeon every ``lowbit`` option ran at about 0.6 of
+        the prior's means: ``experiments/2026-11-28-shared-cascade``). Once a favourite learnt
         elsewhere falls short of it here, the prior's picture is in doubt: after ``explore`` options, the options only
-        the prior vouches for stop holding the request too (from the prior, the first long Spec-Bench request tried
-        seven options, its long set's favourite ``stand`` far below what its seed prompts measured). Who calls it:
-        :class:`~leap.search.runner.OnlineSearch` after every trial."""
+        the prior vouches for stop holding the request too. Who calls it: :class:`~leap.search.runner.OnlineSearch`
+        after every trial."""
         if not means:
             return False
         leader = max(means, key=means.get)
@@ -357,7 +356,8 @@ class SearchMemory:
         self._choose_recheck([o.label for o in options])
         seen = {o.label: self.stats[o.label] for o in options
                 if o.label in self.stats and self._counts(o.label, self.stats[o.label])}
-        floor = max((e["mean"] - e.get("var", 0.0) ** 0.5 for e in seen.values()), default=None)
+        here = [e for label, e in seen.items() if not self.learnt_elsewhere(label)]  # the floor: measured here, if any
+        floor = max((e["mean"] - e.get("var", 0.0) ** 0.5 for e in here or seen.values()), default=None)
         return self._ranked(options, {label: e["mean"] for label, e in seen.items()}, floor)
 
     def rank_drafters(self, options: Sequence[Any], fingerprints: dict[str, str] | None = None) -> tuple[Any, ...]:

@@ -13,35 +13,27 @@
    not pay, leap falls back. If no trial at all reaches ``min_speedup`` within ``give_up`` iterations
    (default 10), the search stops early and falls back.
 
-**Losing cheaply** (``loss_budget``, default 0.03): the trials' measured loss (each trial's time beyond
-``committed * t_base``, plus the agent's time; with the cost-model reward the modelled costs, so it stays
-deterministic) may reach at most ``loss_budget`` of the request's plain time (prefill + ``max_new_tokens`` plain
-steps) while no configuration's mean reward has reached ``min_speedup``; then plain decoding finishes. The space's
-own cost (LEAP's Stage I) is the other part: when the last search found nothing paying and building the space (as
-measured on the last prompt that built it, drafters' one-time loading left out) costs more than this request may
-lose, the request is decoded plainly without it - for 1, 2, 4, ... requests after 1, 2, 3, ... fruitless searches in
-a row, then the search is tried again. So where nothing pays LEAP costs about ``loss_budget`` over plain decoding.
-``SearchOutcome.stop`` says why the search ended.
+**Losing cheaply** (``loss_budget``, default 0.03): while no configuration's mean reward has reached ``min_speedup``,
+the trials' measured loss (their time beyond ``committed * t_base`` plus the agent's; with the cost-model reward the
+modelled costs) may reach at most ``loss_budget`` of the request's plain time; then plain decoding finishes. When the
+last search found nothing paying and building the space (LEAP's Stage I, as measured on the last prompt that built it,
+drafters' one-time loading left out) costs more than this request may lose, the request is decoded plainly without it
+- for 1, 2, 4, ... requests after 1, 2, 3, ... fruitless searches in a row. So where nothing pays LEAP costs about
+``loss_budget`` over plain decoding. ``SearchOutcome.stop`` says why the search ended.
 
 **Settled by the memory** (with a :class:`~leap.search.memory.SearchMemory`): once a drafter option's mean reward on
-this request reaches ``min_speedup`` and every other option is below ``keep`` times that mean - by its trials on this
-request, or, untried, by what the memory remembers of it over at least ``min_requests`` earlier requests (an option
-neither tried nor remembered blocks this until the request has tried ``explore`` options) - no other option can be
-expected to win, so the search stops (``stop = "memory"``) and the rest of the request runs the best. The memory's
-prior thus screens trials within the request too, not only the space between requests: on the default model, where one
-option wins nearly everywhere, a request that confirms it in its first trial stops there instead of paying a trial of
-every option the pruning left in.
-``favourite_first`` (on by default) runs the memory's favourite first and settles once nothing is remembered above the
-leader's trials, or once the favourite's trials confirm what the memory expected of it (at least ``keep`` times its
-remembered mean): one trial on a request the memory knows, and where options are not yet remembered, one more trial of
-one of them (the others wait for later requests; :meth:`~leap.search.memory.SearchMemory.settles`). Where the memory
-has no favourite yet, a request that carries nothing on hands its leader (its best option without layers that paid) to
-the next request as that request's first trial, where it stands for the favourite, and that earlier trial counts
-towards carrying it: from an empty memory, 128-token requests end inside their search with a leader tried once, and
-each searched again from scratch (``docs/data/regret-1c947d6/long-t0``: four requests in a row). Each of the memory's conditions
-(:meth:`~leap.search.memory.SearchMemory.condition`: short and long prompts, greedy and sampled) keeps its own carried
-choice, handed leader, plain step time and streak of fruitless searches, so what won or lost on short prompts is not
-carried to a long one.
+this request reaches ``min_speedup`` and no other option can be expected to win - by its trials here or, untried, by
+what the memory remembers of it - the search stops (``stop = "memory"``) and the rest of the request runs the best
+(:meth:`~leap.search.memory.SearchMemory.settles` has the rules). ``favourite_first`` (on by default) runs the memory's
+favourite first, and a request that confirms it (at least ``keep`` times its remembered mean) stops there instead of
+paying a trial of every option the pruning left in. Where the memory has no favourite yet, a request that carries
+nothing on hands its leader (its best option without layers that paid, by the memory's mean: a fixed phase outweighs
+its trials) to the next request as that request's first trial, where it stands for the favourite, and that earlier
+trial counts towards carrying it: from an empty memory, 128-token requests end inside their search with a leader
+tried once, and each searched again from scratch (``docs/data/regret-1c947d6/long-t0``: four requests in a row). Each
+of the memory's conditions (:meth:`~leap.search.memory.SearchMemory.condition`: short and long prompts, greedy and
+sampled) keeps its own carried choice, handed leader, plain step time and streak of fruitless searches, so what won or
+lost on short prompts is not carried to a long one.
 
 **Abandoned trials** (``abandon``, default 0.5): a trial of several steps stops at its half when those steps measured
 below ``abandon`` times the best mean reward another configuration has on this request. From an empty memory a request
@@ -135,9 +127,8 @@ class OnlineSearch:
         self._state, self._parked = _AcrossRequests(), {}
 
     def _enter(self, condition: str) -> None:
-        """Switch to ``condition``'s own state (:class:`_AcrossRequests`), parking the last condition's: what won or
-        lost on short prompts is not carried to a long one (module docstring), and a short prompt between long ones
-        does not end their carry."""
+        """Switch to ``condition``'s own state (:class:`_AcrossRequests`), parking the last condition's (module
+        docstring): a short prompt between long ones does not end their carry."""
         if condition != self._condition:
             self._parked[self._condition] = self._state
             self._state = self._parked.pop(condition, _AcrossRequests())
@@ -286,12 +277,13 @@ class OnlineSearch:
             means = history.mean_rewards()
             self._carry(fixed, carried is not None, len(session.new_token_ids) - n_fixed,
                         session.decode_time_s - t_fixed, t_base, means[fixed][0] if fixed in means else None,
-                        (means[fixed][1] if fixed in means else 0) + (handed is not None and fixed == handed))
-        if carried is None and state.carried is None and len(history):
-            state.handed = self._leader(history)
+                        (means[fixed][1] if fixed in means else 0) + (handed is not None and fixed == handed),
+                        rival=max((m for c, (m, *_) in means.items() if c != fixed), default=None))
         if self.memory is not None:
             self._remember(history, fixed, len(session.new_token_ids) - n_fixed, session.decode_time_s - t_fixed,
                            t_base)
+        if carried is None and state.carried is None and len(history):
+            state.handed = self._leader(history)
         generation = session.outcome()
         generation.config = str(fixed) if fixed is not None else None
         trials = [{"iteration": t.iteration, "config": None if t.config is None else str(t.config),
@@ -330,9 +322,11 @@ class OnlineSearch:
         return handed if handed.drafter in self.agent.space.options else None
 
     def _leader(self, history: SearchHistory) -> DraftChoice | None:
-        """The option without layers whose mean trial reward on this request is best, if it reaches ``min_speedup``."""
-        means = [(mean, c) for c, (mean, *_) in history.mean_rewards().items()
-                 if isinstance(c, DraftChoice) and c.config is None]
+        """Of the options without layers tried on this request, the best by the memory's mean (a fixed phase outweighs
+        its trials: :meth:`SearchMemory.observe`), else by its mean trial reward, if it reaches ``min_speedup``."""
+        stats = self.memory.stats if self.memory is not None else {}
+        means = [(stats.get(c.drafter.label, {}).get("mean", mean), c) for c, (mean, *_) in
+                 history.mean_rewards().items() if isinstance(c, DraftChoice) and c.config is None]
         mean, best = max(means, key=lambda m: m[0]) if means else (0.0, None)
         return best if best is not None and mean >= self.settings.min_speedup else None
 
@@ -341,7 +335,7 @@ class OnlineSearch:
         return any(mean >= self.settings.min_speedup for mean, *_ in history.mean_rewards().values())
 
     def _carry(self, fixed, was_carried: bool, tokens: int, seconds: float, t_base: float,
-               trial_mean: float | None = None, trials: int = 0) -> None:
+               trial_mean: float | None = None, trials: int = 0, rival: float | None = None) -> None:
         """Keep ``fixed`` for the next prompts if its fixed phase paid (tokens/s over plain's reached ``min_speedup``),
         else drop it. A request that ended inside its search carries its best option by that option's trials' mean
         (``trial_mean``), once it ran :data:`MIN_CARRY_TRIALS` trials there: else every such request is followed by
@@ -350,14 +344,20 @@ class OnlineSearch:
         prompt lookup at 0.3-0.6 of ``lowbit``). With a memory, the option's own remembered mean (or, not yet
         remembered, this request's measurement) must also reach ``keep`` times the best option's mean: a choice fixed
         by a short search's luck is otherwise carried on (``docs/data/handoff``), and one request's speed against a
-        mean over other prompts drops a choice by the prompt's difficulty alone (``docs/data/lowbit_dense``)."""
+        mean over other prompts drops a choice by the prompt's difficulty alone (``docs/data/lowbit_dense``). The best
+        mean is of the options this machine measured: another machine's (the prior's) does not end a carry. A choice
+        the memory does not yet count (``rival``: the best other trial on this request) is carried once its fixed phase
+        beat every other option's trial here: from an empty memory a long request settled on a lucky ``suffix`` trial
+        (1.92) whose fixed phase ran below ``lowbit``'s trial (1.23) and carried it on eight more, at 0.84 of
+        ``lowbit`` (``docs/data/regret-xeon/long-t0``)."""
         speedup = tokens * t_base / seconds if fixed is not None and tokens > 0 and seconds > 0 and t_base > 0 \
             else trial_mean if fixed is not None and trials >= MIN_CARRY_TRIALS else None
         paid = speedup is not None and speedup >= self.settings.min_speedup
-        best = self.memory.best_expected() if self.memory is not None else None
-        if paid and best is not None:
+        if paid and self.memory is not None:
             remembered = self.memory.expected(fixed.drafter.label) if isinstance(fixed, DraftChoice) else None
-            paid = (remembered if remembered is not None else speedup) >= self.memory.keep * best
+            best = self.memory.best_expected(here=True)
+            paid = best is None or (remembered if remembered is not None else speedup) >= self.memory.keep * best
+            paid = paid and (remembered is not None or was_carried or rival is None or speedup >= rival)
         if not paid:
             self._state.carried, self._state.carry_left = None, 0
         elif not was_carried:
