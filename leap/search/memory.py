@@ -30,32 +30,23 @@ this machine has measured options, the floor is theirs: the prior's long set (an
 Spec-Bench request, which decoded plainly (``docs/data/regret-xeon/long-t0``, ``243``). ``leap bench`` uses the prior
 only when asked (``memory=prior``), and its records say so.
 
-**Ageing and versions.** What an option measured holds for the option as it was and the machine as it was. Each
-remembered option carries its drafter's :meth:`~leap.core.drafters.base.Drafter.fingerprint` (its class and
-arguments, defaults filled in; a head's file): :meth:`SearchMemory.prune` forgets an option whose fingerprint changed
-(a memory written before ``lowbit``'s defaults changed ranked ``cascade`` and ``gated`` first, and the README's main
-job ran well below its speed from an empty memory, by hand). A file written by an older leap (no ``schema``, or
-another) starts afresh, said once on stderr. Means are discounted: an option's mean moves by at least ``1/horizon`` of
-each new measurement (Garivier & Moulines 2011's discounted bandits), so a machine or workload that changes is
-followed; and an option not measured for ``recheck`` requests counts as unseen again - a pruned option gets a trial
-every ``recheck`` requests instead of never. One at a time (:meth:`SearchMemory.rechecked`: the longest unmeasured):
-options pruned together go stale together (the README's main job then tried five of them, by hand).
+**Ageing and versions.** Each remembered option carries its drafter's
+:meth:`~leap.core.drafters.base.Drafter.fingerprint` (its class and arguments, defaults filled in; a head's file):
+:meth:`SearchMemory.prune` forgets an option whose fingerprint changed. A file written by an older leap (no ``schema``,
+or another) starts afresh, said once on stderr. Means are discounted: an option's mean moves by at least ``1/horizon``
+of each new measurement (Garivier & Moulines 2011's discounted bandits), so a machine or workload that changes is
+followed; and an option not measured for ``recheck`` requests counts as unseen again, one at a time
+(:meth:`SearchMemory.rechecked`: the longest unmeasured), so a pruned option gets a trial every ``recheck`` requests.
 
-**Prompt length.** What wins on short prompts need not win on long ones (a draft that must first take in a long
-prompt, a verification over a long context), so the memory keeps two sets of means: requests whose prompt has fewer
-than ``long_prompt`` tokens (512) and the rest. :meth:`SearchMemory.condition` picks the set before a request, and
-everything above reads and writes that set alone; the shipped prior fills each from its own prompts (the long set
-from leap's long seed prompts, :func:`leap.heads.prompts.long_seed_prompts`). ``long_prompt=0``: one set (ablation).
-
-**Sampling.** What wins at T = 0 need not win at T > 0 (at T = 1 the T = 0 prior's favourite ``cascade`` ran about 5%
-below ``lowbit``, ``docs/data/regret-464f4c9/b1-t1``), so single requests at T > 0 keep their own sets, short and long
-(``sampled``: one set per prompt length, whatever the temperature, is the ablation).
-
-**Batches.** A batch is a condition of its own (``condition(..., rows=B)``, B > 1): one mean per drafter, the goodput
-of its best (drafter, cap) arm over plain batched decoding's (:meth:`observe_batch`), read by :meth:`rank_drafters`
-alone (:class:`~leap.search.batch.BatchSearch`). What one request at a time measured is not carried to batches, where
-a drafter that wins alone can lose (``docs/data/regret-6bd5159/b4-t0``: the single-request favourite ``cascade``
-drafted most batches, 0.84 of ``lowbit-auto``); the prior's batch set is measured in batches, on seeds.
+**Conditions.** What wins on short prompts need not win on long ones (a draft that must first take in a long prompt,
+a verification over a long context), nor at T = 0 at T > 0, nor alone in a batch, so the memory keeps a set of means
+per condition (:meth:`SearchMemory.condition`): prompts of fewer than ``long_prompt`` tokens (512) and the rest
+(``long_prompt=0``: one set, the ablation), each at T = 0 and T > 0 (``sampled=False``: the ablation), and batches.
+Everything above reads and writes the request's set alone; the shipped prior fills each from its own prompts (the long
+set from :func:`leap.heads.prompts.long_seed_prompts`; the batch set measured in batches). A batch's set holds one
+mean per drafter, the goodput of its best (drafter, cap) arm over plain batched decoding's (:meth:`observe_batch`),
+read by :meth:`rank_drafters` alone (:class:`~leap.search.batch.BatchSearch`): the single-request favourite
+``cascade`` drafted most batches at 0.84 of ``lowbit-auto`` (``docs/data/regret-6bd5159/b4-t0``).
 
 Who calls what: :func:`leap.search.factory.agent_factory` prunes each request's options with it;
 :class:`leap.search.runner.OnlineSearch` names each request's condition (:meth:`condition`), asks :meth:`settles`
@@ -179,10 +170,8 @@ class SearchMemory:
     def observe(self, trial_means: dict[str, float], fixed: str | None, fixed_speedup: float | None) -> None:
         """One request: each option's mean trial reward on it, and the option kept for the rest of the request
         with the speedup its fixed phase measured (None: plain decoding was kept, or no fixed phase). Each option
-        counts once per request, the kept one with its fixed phase's speedup - the rest of the request, far more
-        steps than a 4-step trial, whose reward is partly luck (``docs/data/pre_and_carry``: one trial of prompt
-        lookup rewarded 6.6 on a prompt it could copy from, and counted twice, it pruned every other option from
-        the next request, which then decoded plainly)."""
+        counts once per request, the kept one with its fixed phase's speedup - far more steps than a 4-step trial,
+        whose reward is partly luck (``docs/data/pre_and_carry``)."""
         self.requests += 1
         values = dict(trial_means)
         if fixed is not None and fixed_speedup is not None:
@@ -215,8 +204,7 @@ class SearchMemory:
 
     def copy(self) -> SearchMemory:
         """The same state, in memory only: ``leap generate --compare`` starts every round from the memory as it was
-        before the command (a warm-up and three timed rounds of one prompt would otherwise teach the memory that
-        prompt before the rounds that are timed), then keeps one round's copy (:meth:`adopt`)."""
+        before the command, then keeps one round's copy (:meth:`adopt`)."""
         twin = SearchMemory(None, keep=self.keep, min_requests=self.min_requests, horizon=self.horizon,
                             recheck=self.recheck, long_prompt=self.long_prompt, sampled=self.sampled)
         twin.sets = _copied(self.sets)
@@ -237,9 +225,8 @@ class SearchMemory:
         return bool(self.recheck) and self.requests - int(entry.get("last", self.requests)) >= self.recheck
 
     def _choose_recheck(self, labels: Sequence[str]) -> None:
-        """Of ``labels`` (this request's options), the one stale option it measures again: the longest unmeasured
-        (ties: by label). One at a time, so that a request never pays a trial of every option that went stale at once;
-        chosen among the options on offer, so that a remembered option no longer offered never holds the turn."""
+        """Of ``labels`` (this request's options, so that one no longer offered never holds the turn), the one stale
+        option it measures again: the longest unmeasured (ties: by label)."""
         stale = [(int(self.stats[label].get("last", self.requests)), label) for label in labels
                  if label in self.stats and self.stats[label]["requests"] >= self.min_requests
                  and self._stale(self.stats[label])]
@@ -262,14 +249,28 @@ class SearchMemory:
     def best_expected(self, here: bool = False) -> float | None:
         """The best :meth:`expected` of any option (None: none counts yet); ``here``: of the options this machine
         measured (not :meth:`learnt_elsewhere`), the bar a carried choice is held to (``OnlineSearch._carry``)."""
-        seen = [e["mean"] for label, e in self.stats.items()
-                if self._counts(label, e) and not (here and self.learnt_elsewhere(label))]
+        seen = [e["mean"] for k, e in self.stats.items()
+                if self._counts(k, e) and not (here and self.learnt_elsewhere(k))]
         return max(seen) if seen else None
 
+    def _unproven(self, label: str) -> bool:  # measured here, on fewer than min_requests requests
+        return self.stats.get(label, {"requests": self.min_requests})["requests"] < self.min_requests \
+            and not self.learnt_elsewhere(label)
+
+    def remembered(self, label: str) -> float | None:
+        """:meth:`expected`, or the mean of an option this machine measured on fewer than ``min_requests`` requests."""
+        return self.stats[label]["mean"] if self._unproven(label) else self.expected(label)
+
+    def best_unproven(self) -> float | None:
+        """The best mean of an option this machine measured on fewer than ``min_requests`` requests (None: none): a
+        carried choice remembered below it is dropped (``OnlineSearch._carry``)."""
+        return max((e["mean"] for label, e in self.stats.items() if self._unproven(label)), default=None)
+
     def favourite(self, options: Sequence[Any]) -> Any | None:
-        """The option of ``options`` (with a ``label``) whose :meth:`expected` is highest, or None where none counts:
-        what ``SearchSettings.favourite_first`` runs as a request's first trial."""
-        known = [(mean, -i, o) for i, o in enumerate(options) if (mean := self.expected(o.label)) is not None]
+        """The option of ``options`` (with a ``label``) whose :meth:`remembered` is highest, or None where none is: what
+        ``SearchSettings.favourite_first`` runs as a request's first trial. An option measured here on one request
+        counts: a trial that measured it above the choice carried since is the next search's first."""
+        known = [(mean, -i, o) for i, o in enumerate(options) if (mean := self.remembered(o.label)) is not None]
         return max(known, key=lambda t: t[:2])[2] if known else None
 
     def learnt_elsewhere(self, label: str) -> bool:
@@ -306,7 +307,7 @@ class SearchMemory:
             return False
         favourite = self.favourite([o for o in options if not o.uses_layers]) if favourite_first else None
         leads = (favourite.label if favourite is not None else handed if favourite_first else None) == leader
-        confirmed = leads and favourite is not None and best >= self.keep * self.expected(leader)
+        confirmed = leads and favourite is not None and best >= self.keep * self.remembered(leader)
         explored = leads and any(self.expected(label) is None for label in means if label != leader)  # one unknown
         capped = 0 < explore <= len(means)
         explored = explored or capped
@@ -333,8 +334,7 @@ class SearchMemory:
     def forget_changed(self, fingerprints: dict[str, str]) -> None:
         """Forget each remembered option whose drafter's fingerprint is not today's (``fingerprints``: label ->
         :meth:`~leap.core.drafters.base.Drafter.fingerprint`), said once on stderr; what is learnt next is stamped
-        with today's. An entry without a fingerprint (set by hand, or a prior not stamped) takes today's: files of
-        leaps before fingerprints are dropped whole (``SCHEMA``)."""
+        with today's. An entry without a fingerprint (set by hand, or a prior not stamped) takes today's."""
         self._fingerprints.update(fingerprints)
         changed = sorted({label for means in self.sets.values() for label, fp in fingerprints.items()
                           if label in means and means[label].get("fingerprint") not in (None, fp)})

@@ -26,9 +26,10 @@ this request reaches ``min_speedup`` and no other option can be expected to win 
 what the memory remembers of it - the search stops (``stop = "memory"``) and the rest of the request runs the best
 (:meth:`~leap.search.memory.SearchMemory.settles` has the rules). ``favourite_first`` (on by default) runs the memory's
 favourite first, and a request that confirms it (at least ``keep`` times its remembered mean) stops there instead of
-paying a trial of every option the pruning left in. Where the memory has no favourite yet, a request that carries
-nothing on hands its leader (its best option without layers that paid, by the memory's mean: a fixed phase outweighs
-its trials) to the next request as that request's first trial, where it stands for the favourite, and that earlier
+paying a trial of every option the pruning left in; an option measured here on one request counts for it (a carried
+choice is dropped once such an option is remembered above it: :meth:`_carry`). Where there is no favourite (no memory,
+or a memory still empty), a request that carries nothing on hands its leader (its best option without layers that
+paid) to the next request as that request's first trial, where it stands for the favourite, and that earlier
 trial counts towards carrying it: from an empty memory, 128-token requests end inside their search with a leader
 tried once, and each searched again from scratch (``docs/data/regret-1c947d6/long-t0``: four requests in a row). Each
 of the memory's conditions (:meth:`~leap.search.memory.SearchMemory.condition`: short and long prompts, greedy and
@@ -279,11 +280,11 @@ class OnlineSearch:
                         session.decode_time_s - t_fixed, t_base, means[fixed][0] if fixed in means else None,
                         (means[fixed][1] if fixed in means else 0) + (handed is not None and fixed == handed),
                         rival=max((m for c, (m, *_) in means.items() if c != fixed), default=None))
+        if carried is None and state.carried is None and len(history):
+            state.handed = self._leader(history)
         if self.memory is not None:
             self._remember(history, fixed, len(session.new_token_ids) - n_fixed, session.decode_time_s - t_fixed,
                            t_base)
-        if carried is None and state.carried is None and len(history):
-            state.handed = self._leader(history)
         generation = session.outcome()
         generation.config = str(fixed) if fixed is not None else None
         trials = [{"iteration": t.iteration, "config": None if t.config is None else str(t.config),
@@ -322,11 +323,9 @@ class OnlineSearch:
         return handed if handed.drafter in self.agent.space.options else None
 
     def _leader(self, history: SearchHistory) -> DraftChoice | None:
-        """Of the options without layers tried on this request, the best by the memory's mean (a fixed phase outweighs
-        its trials: :meth:`SearchMemory.observe`), else by its mean trial reward, if it reaches ``min_speedup``."""
-        stats = self.memory.stats if self.memory is not None else {}
-        means = [(stats.get(c.drafter.label, {}).get("mean", mean), c) for c, (mean, *_) in
-                 history.mean_rewards().items() if isinstance(c, DraftChoice) and c.config is None]
+        """The option without layers whose mean trial reward on this request is best, if it reaches ``min_speedup``."""
+        means = [(mean, c) for c, (mean, *_) in history.mean_rewards().items()
+                 if isinstance(c, DraftChoice) and c.config is None]
         mean, best = max(means, key=lambda m: m[0]) if means else (0.0, None)
         return best if best is not None and mean >= self.settings.min_speedup else None
 
@@ -337,19 +336,17 @@ class OnlineSearch:
     def _carry(self, fixed, was_carried: bool, tokens: int, seconds: float, t_base: float,
                trial_mean: float | None = None, trials: int = 0, rival: float | None = None) -> None:
         """Keep ``fixed`` for the next prompts if its fixed phase paid (tokens/s over plain's reached ``min_speedup``),
-        else drop it. A request that ended inside its search carries its best option by that option's trials' mean
-        (``trial_mean``), once it ran :data:`MIN_CARRY_TRIALS` trials there: else every such request is followed by
-        another search (``docs/data/search_carry``), and one few-step trial - a reward that swings by a factor of
-        three - carried losers on (``docs/data/xeon_rebaseline``, ``docs/data/lowbit_native``: ``gated``, ``eagle``,
-        prompt lookup at 0.3-0.6 of ``lowbit``). With a memory, the option's own remembered mean (or, not yet
-        remembered, this request's measurement) must also reach ``keep`` times the best option's mean: a choice fixed
-        by a short search's luck is otherwise carried on (``docs/data/handoff``), and one request's speed against a
-        mean over other prompts drops a choice by the prompt's difficulty alone (``docs/data/lowbit_dense``). The best
-        mean is of the options this machine measured: another machine's (the prior's) does not end a carry. A choice
-        the memory does not yet count (``rival``: the best other trial on this request) is carried once its fixed phase
-        beat every other option's trial here: from an empty memory a long request settled on a lucky ``suffix`` trial
-        (1.92) whose fixed phase ran below ``lowbit``'s trial (1.23) and carried it on eight more, at 0.84 of
-        ``lowbit`` (``docs/data/regret-xeon/long-t0``)."""
+        else drop it. A request that ended inside its search carries its best option by its trials' mean
+        (``trial_mean``) once it ran :data:`MIN_CARRY_TRIALS` trials there (one few-step trial carried losers on:
+        ``docs/data/xeon_rebaseline``). With a memory, the option's own remembered mean (or, not yet remembered, this
+        request's measurement) must also reach ``keep`` times the best mean this machine measured (a short search's
+        luck is otherwise carried on: ``docs/data/handoff``; another machine's mean, the prior's, does not end a
+        carry). A choice the memory does not count yet is carried once its fixed phase beat every other trial on its
+        request (``rival``), and a carried one is dropped once an option measured here on fewer requests is remembered
+        above it (:meth:`SearchMemory.best_unproven`), which the next request tries first
+        (:meth:`SearchMemory.favourite`): from an empty memory a lucky ``suffix`` trial (1.92) whose fixed phase ran
+        below ``lowbit``'s trial (1.23) was carried over eight long requests at 0.84 of ``lowbit``
+        (``docs/data/regret-xeon/long-t0``)."""
         speedup = tokens * t_base / seconds if fixed is not None and tokens > 0 and seconds > 0 and t_base > 0 \
             else trial_mean if fixed is not None and trials >= MIN_CARRY_TRIALS else None
         paid = speedup is not None and speedup >= self.settings.min_speedup
@@ -358,6 +355,9 @@ class OnlineSearch:
             best = self.memory.best_expected(here=True)
             paid = best is None or (remembered if remembered is not None else speedup) >= self.memory.keep * best
             paid = paid and (remembered is not None or was_carried or rival is None or speedup >= rival)
+            mine = self.memory.remembered(fixed.drafter.label) if isinstance(fixed, DraftChoice) else None
+            challenger = self.memory.best_unproven()
+            paid = paid and (not was_carried or mine is None or challenger is None or mine >= challenger)
         if not paid:
             self._state.carried, self._state.carry_left = None, 0
         elif not was_carried:
@@ -367,8 +367,7 @@ class OnlineSearch:
 
     def _holds_up(self, fixed, speedup: float) -> bool:
         """``carry_renew``: whether a carried request ran at >= ``keep`` times its option's remembered mean (this
-        request not yet in it). Re-searching every fifth request was what the search lost where one option is best
-        everywhere (``docs/data/search_prior``: carried requests at 1.00 of ``lowbit``, searched ones at 0.66-0.90)."""
+        request not yet in it): re-searching every fifth request lost to ``lowbit`` (``docs/data/search_prior``)."""
         remembered = self.memory.expected(fixed.drafter.label) \
             if self.memory is not None and isinstance(fixed, DraftChoice) else None
         return remembered is not None and speedup >= self.memory.keep * remembered

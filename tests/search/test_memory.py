@@ -548,6 +548,42 @@ def test_once_the_priors_favourite_falls_short_the_options_only_the_prior_vouche
     assert not memory.settles(options, four, favourite_first=True, explore=4)
 
 
+def test_once_this_machine_measured_options_a_mean_only_the_prior_knows_does_not_prune_them(tmp_path):
+    """From the shipped prior (P 2.48, L 2.2, C 1.9, D 1.0), the prior's best floor prunes C and D; once this machine
+    has measured L (1.6: its mean 2.0, below 0.85 x 2.48), the floor is L's, so L and C stay in, and D, below it, is
+    still pruned (red when P, which only the prior vouches for, sets the floor: an Intel Xeon's third long Spec-Bench
+    request was offered only ``prompt-lookup`` and ``gated`` and decoded plainly, docs/data/regret-xeon/long-t0).
+    :meth:`best_expected` with ``here`` reads the options measured here alone (``OnlineSearch._carry``'s bar)."""
+    P, L, C, D = (parse_option(x) for x in ("prompt-lookup", "lowbit:num_tokens=10", "cascade", "gated"))
+    memory = _from_prior(tmp_path, {P: 2.48, L: 2.2, C: 1.9, D: 1.0})
+    assert memory.prune([P, L, C, D]) == (P, L)
+    assert memory.best_expected(here=True) is None and memory.best_expected() == 2.48
+    memory.observe({L.label: 1.6}, L.label, 1.6)
+    assert memory.stats[L.label]["mean"] < memory.keep * 2.48 and not memory.learnt_elsewhere(L.label)
+    assert memory.prune([P, L, C, D]) == (P, L, C)
+    assert memory.best_expected(here=True) == memory.stats[L.label]["mean"] and memory.best_expected() == 2.48
+
+
+def test_an_option_measured_here_on_one_request_can_be_the_favourite():
+    """From an empty memory, one request measured A (1.42) and B (1.0) by trials and kept S (fixed phase 1.45): S is
+    the favourite; a second request kept S at 1.15, so S (1.3, now counted) is remembered below A, measured once, and
+    A is the favourite and the best option not yet counted (red when the favourite ranks counted options alone: S,
+    carried on, and A never tried again: docs/data/regret-xeon/long-t0). A confirmed A (1.25 >= 0.85 x 1.42) settles
+    once one more option not yet counted is tried. A mean only the prior knows is not this machine's measurement."""
+    A, B, S = (parse_option(x) for x in ("lowbit:num_tokens=6", "stand", "suffix"))
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    memory.observe({A.label: 1.42, B.label: 1.0, S.label: 2.24}, S.label, 1.45)
+    assert memory.favourite([A, B, S]) == S and memory.best_unproven() == 1.45 and memory.expected(S.label) is None
+    memory.observe({}, S.label, 1.15)
+    assert memory.expected(S.label) == pytest.approx(1.3) and memory.remembered(A.label) == 1.42
+    assert memory.favourite([A, B, S]) == A and memory.best_unproven() == 1.42
+    assert not memory.settles([A, B, S], {A.label: 1.25}, favourite_first=True)
+    assert memory.settles([A, B, S], {A.label: 1.25, B.label: 0.9}, favourite_first=True)  # confirmed: S is not
+    assert not memory.settles([A, B, S], {A.label: 1.1, B.label: 0.9}, favourite_first=True)  # not confirmed: S holds
+    memory.stats[A.label]["last"] = 0  # as if the prior alone knew it
+    assert memory.remembered(A.label) is None and memory.favourite([A, B, S]) == S
+
+
 def test_a_request_that_tried_explore_options_stops_waiting_for_those_not_yet_remembered():
     """With nothing leading that the memory knows (no favourite, nothing handed), a request whose leader pays settles
     once it has tried ``explore`` options: those not tried wait for later requests (red when every unknown option holds
