@@ -89,7 +89,8 @@ class SearchAgent:
     #: argument that does nothing - issue 33's optuna-qmc - is caught); False for deterministic rules
     seeded = True
     #: whether a trial the runner chose itself may be recorded (``tell`` with a configuration it did not ask for):
-    #: ``SearchSettings.favourite_first`` runs the memory's favourite as a request's first trial only for such agents
+    #: ``SearchSettings.favourite_first`` runs the memory's favourite first, and the options it remembers above the
+    #: leader next, only for such agents
     accepts_foreign_trials = False
 
     @classmethod

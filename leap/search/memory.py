@@ -207,8 +207,7 @@ class SearchMemory:
         before the command, then keeps one round's copy (:meth:`adopt`)."""
         twin = SearchMemory(None, keep=self.keep, min_requests=self.min_requests, horizon=self.horizon,
                             recheck=self.recheck, long_prompt=self.long_prompt, sampled=self.sampled)
-        twin.sets = _copied(self.sets)
-        twin.length = self.length
+        twin.sets, twin.length = _copied(self.sets), self.length
         twin.last_paid, twin.prior, twin.requests = self.last_paid, self.prior, self.requests
         twin.forgotten, twin._fingerprints, twin._recheck = list(self.forgotten), dict(self._fingerprints), self._recheck
         return twin
@@ -279,7 +278,7 @@ class SearchMemory:
 
     def settles(self, options: Sequence[Any], means: dict[str, float], *, min_speedup: float = 1.0,
                 favourite_first: bool = False, handed: str | None = None, explore: int = 0,
-                kin: dict[str, Any] | None = None) -> bool:
+                kin: dict[str, Any] | None = None, holding: list[str] | None = None) -> bool:
         """Whether a request whose options (with a ``label``) measured ``means`` (label -> mean trial reward) can stop
         searching: its leader reaches ``min_speedup`` and no other option can be expected to win - each is below
         ``keep`` times the leader by its trials or, untried, by its remembered mean (one neither tried nor remembered
@@ -297,14 +296,12 @@ class SearchMemory:
         untried kin are expected at the same shortfall (on an Intel Xeon every ``lowbit`` option ran at about 0.6 of
         the prior's means: ``experiments/2026-11-28-shared-cascade``). Once a favourite learnt
         elsewhere falls short of it here, the prior's picture is in doubt: after ``explore`` options, the options only
-        the prior vouches for stop holding the request too. Who calls it: :class:`~leap.search.runner.OnlineSearch`
-        after every trial."""
+        the prior vouches for stop holding the request too. ``holding`` (a list) gets the labels of the untried options
+        holding the request by a remembered mean, best first. Who calls it: the runner, after every trial."""
         if not means:
             return False
         leader = max(means, key=means.get)
         best = means[leader]
-        if best < min_speedup:
-            return False
         favourite = self.favourite([o for o in options if not o.uses_layers]) if favourite_first else None
         leads = (favourite.label if favourite is not None else handed if favourite_first else None) == leader
         confirmed = leads and favourite is not None and best >= self.keep * self.remembered(leader)
@@ -315,6 +312,7 @@ class SearchMemory:
             and kin.get(leader) is not None and self.learnt_elsewhere(leader) else 1.0
         doubted = capped and favourite is not None and favourite.label in means and self.learnt_elsewhere(
             favourite.label) and means[favourite.label] < self.keep * self.expected(favourite.label)
+        settled, held = True, []
         for option in options:
             if option.label == leader:
                 continue
@@ -324,12 +322,13 @@ class SearchMemory:
             if doubted and option.label not in means and self.learnt_elsewhere(option.label):
                 continue  # only a prior its favourite contradicted vouches for it, and explore options were tried
             if evidence is None:
-                if not explored:
-                    return False
-                continue
-            if not confirmed and evidence >= (1.0 if favourite_first else self.keep) * best:
-                return False
-        return True
+                settled = settled and explored
+            elif not confirmed and evidence >= (1.0 if favourite_first else self.keep) * best:
+                settled = False
+                held += [(evidence, option.label)] if option.label not in means else []
+        if holding is not None:  # the untried options that hold the request by what the memory remembers, best first
+            holding[:] = [label for _, label in sorted(held, reverse=True)]
+        return settled and best >= min_speedup
 
     def forget_changed(self, fingerprints: dict[str, str]) -> None:
         """Forget each remembered option whose drafter's fingerprint is not today's (``fingerprints``: label ->
@@ -387,7 +386,7 @@ class SearchMemory:
         return tuple(sorted(kept, key=lambda o: -seen.get(o.label, 0.0)))
 
 
-_SAID: set[str] = set()
+_SAID: set[str] = set()  # what _say said: once per process
 
 
 def _copied(sets: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -395,6 +394,5 @@ def _copied(sets: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, d
     return {name: {label: dict(entry) for label, entry in means.items()} for name, means in sets.items()}
 
 
-def _say(text: str) -> None:
-    """Once per process, on stderr: a memory that is dropped or forgets is never silent."""
+def _say(text: str) -> None:  # once per process, on stderr: a memory that is dropped or forgets is never silent
     say_once(text, _SAID)

@@ -2,16 +2,15 @@
 
 :class:`OnlineSearch` decodes a prompt while an agent searches (LEAP Stage II):
 
-1. **calibrate**: ``base_steps`` plain decoding steps measure ``t_base``, the time of one plain step,
-   in this process (their tokens are kept, nothing is wasted);
-2. **search**: each iteration ``config = agent.ask(history)``, one real step under it, reward =
-   measured speedup ``committed * t_base / step time`` (or the cost-model reward), recorded in the
-   runner's :class:`~leap.search.history.SearchHistory` and told to the agent; until
-   ``agent.converged(history)`` or ``budget`` iterations;
-3. **fix**: ``agent.best(history)`` decodes the rest of the prompt, unless its mean reward is below
-   ``min_speedup`` (default 1.0) or it is None, in which case plain decoding does: when skipping does
-   not pay, leap falls back. If no trial at all reaches ``min_speedup`` within ``give_up`` iterations
-   (default 10), the search stops early and falls back.
+1. **calibrate**: ``base_steps`` plain decoding steps measure ``t_base``, the time of one plain step, in this process
+   (their tokens are kept, nothing is wasted);
+2. **search**: each iteration ``config = agent.ask(history)``, one real step under it, reward = measured speedup
+   ``committed * t_base / step time`` (or the cost-model reward), recorded in the runner's
+   :class:`~leap.search.history.SearchHistory` and told to the agent; until ``agent.converged(history)`` or ``budget``
+   iterations;
+3. **fix**: ``agent.best(history)`` decodes the rest of the prompt, unless its mean reward is below ``min_speedup``
+   (default 1.0) or it is None: then plain decoding does. If no trial reaches ``min_speedup`` within ``give_up``
+   iterations (default 10), the search stops early and falls back.
 
 **Losing cheaply** (``loss_budget``, default 0.03): while no configuration's mean reward has reached ``min_speedup``,
 the trials' measured loss (their time beyond ``committed * t_base`` plus the agent's; with the cost-model reward the
@@ -25,22 +24,19 @@ drafters' one-time loading left out) costs more than this request may lose, the 
 this request reaches ``min_speedup`` and no other option can be expected to win - by its trials here or, untried, by
 what the memory remembers of it - the search stops (``stop = "memory"``) and the rest of the request runs the best
 (:meth:`~leap.search.memory.SearchMemory.settles` has the rules). ``favourite_first`` (on by default) runs the memory's
-favourite first, and a request that confirms it (at least ``keep`` times its remembered mean) stops there instead of
-paying a trial of every option the pruning left in; an option measured here on one request counts for it (a carried
-choice is dropped once such an option is remembered above it: :meth:`_carry`). Where there is no favourite (no memory,
-or a memory still empty), a request that carries nothing on hands its leader (its best option without layers that
-paid) to the next request as that request's first trial, where it stands for the favourite, and that earlier
-trial counts towards carrying it: from an empty memory, 128-token requests end inside their search with a leader
-tried once, and each searched again from scratch (``docs/data/regret-1c947d6/long-t0``: four requests in a row). Each
-of the memory's conditions (:meth:`~leap.search.memory.SearchMemory.condition`: short and long prompts, greedy and
-sampled) keeps its own carried choice, handed leader, plain step time and streak of fruitless searches, so what won or
-lost on short prompts is not carried to a long one.
+favourite first (an option measured here on one request counts: :meth:`_carry`), and a request that confirms it (at
+least ``keep`` times its remembered mean) stops there; while untried options remembered above the leader hold the
+request, the best of them is the next trial, and the agent draws among the options the memory does not know. With no
+favourite (no memory, or an empty one), a request that carries nothing on hands its leader (its best option without
+layers that paid) to the next request as its first trial, which counts towards carrying it (from an empty memory,
+128-token requests otherwise each searched again from scratch: ``docs/data/regret-1c947d6/long-t0``). Each of the
+memory's conditions (:meth:`~leap.search.memory.SearchMemory.condition`: short and long prompts, greedy and sampled)
+keeps its own carried choice, handed leader, plain step time and streak of fruitless searches.
 
 **Abandoned trials** (``abandon``, default 0.5): a trial of several steps stops at its half when those steps measured
-below ``abandon`` times the best mean reward another configuration has on this request. From an empty memory a request
-tries every option, and most lose by far to the leader: on Spec-Bench (``docs/data/regret-a0f27b7/b1-t0``) 11 of the
-14 trials after the first two requests' first trials measured below half the best reward found before them, so their
-second halves bought little but their cost. One successive-halving round within a trial (Jamieson & Talwalkar 2016).
+below ``abandon`` times the best mean reward another configuration has on this request (on Spec-Bench, 11 of 14 trials
+after the first two requests' first trials measured below half the best reward before them:
+``docs/data/regret-a0f27b7/b1-t0``). One successive-halving round within a trial (Jamieson & Talwalkar 2016).
 
 Search overhead (``ask``/``tell``, the agent's probes) is reported separately. Greedy output stays plain decoding's.
 
@@ -76,8 +72,7 @@ from leap.search.settings import SearchOutcome, SearchSettings
 
 __all__ = ["OnlineSearch", "SearchSettings", "SearchOutcome", "build_space", "baseline_space"]  # the last two re-exported from leap.redundancy.build
 
-#: the trials an option needs on a request that ended inside its search before that request's trials carry it to the
-#: next request (:meth:`OnlineSearch._carry`)
+#: the trials an option needs on a request that ended inside its search before they carry it on (:meth:`_carry`)
 MIN_CARRY_TRIALS = 2
 
 
@@ -98,15 +93,9 @@ class _AcrossRequests:
 class OnlineSearch:
     """Decode with an agent searching configurations online (see the module docstring)."""
 
-    def __init__(
-        self,
-        decoder: SelfSpecDecoder,
-        agent: SearchAgent | Callable[[LayerTrace | None], SearchAgent],
-        settings: SearchSettings = SearchSettings(),
-        *,
-        trace_positions: int = 8,
-        memory: SearchMemory | None = None,
-    ) -> None:
+    def __init__(self, decoder: SelfSpecDecoder, agent: SearchAgent | Callable[[LayerTrace | None], SearchAgent],
+                 settings: SearchSettings = SearchSettings(), *, trace_positions: int = 8,
+                 memory: SearchMemory | None = None) -> None:
         """``agent`` is an agent, or a factory called with each prompt's prefill trace (LEAP builds
         its search space per prompt from it; a factory may also return one persistent agent)."""
         self.decoder = decoder
@@ -228,6 +217,7 @@ class OnlineSearch:
             state.space_s = overhead - first_use
         lost = 0.0  # the trials' loss (the space's cost is governed by the skip above)
         handed, state.handed = (state.handed if carried is None and not skip else None), None
+        holding: list[str] = []  # the untried options the memory says could still win (_settled), best first
         while carried is None and not skip and not session.done:
             if iterations >= s.budget or (s.budget_s and clock() - search_t0 >= s.budget_s):
                 stop = "budget" if iterations >= s.budget else "time"  # iterations, or seconds (budget_s), spent
@@ -236,7 +226,7 @@ class OnlineSearch:
                 stop = "loss_budget"  # losing cheaply: nothing paid, and the search has cost its share
                 break
             t0 = clock()
-            config = self._first_trial(handed) if s.favourite_first and not len(history) else None
+            config = (self._held(holding) if len(history) else self._first_trial(handed)) if s.favourite_first else None
             if not len(history):  # the handed leader tried first: its earlier trial counts towards carrying it
                 handed = handed if config is not None and config == handed else None
             config = config if config is not None else self.agent.ask(history)
@@ -259,7 +249,7 @@ class OnlineSearch:
             if converged:
                 stop = "converged"
                 break
-            if self._settled(history, handed):
+            if self._settled(history, handed, holding):
                 stop = "memory"
                 break
             if s.give_up and iterations >= s.give_up and max(t.reward for t in history) < s.min_speedup:
@@ -300,19 +290,27 @@ class OnlineSearch:
         speedup = tokens * t_base / seconds if tokens > 0 and seconds > 0 and t_base > 0 else None
         self.memory.observe(means, label, speedup)
 
-    def _settled(self, history: SearchHistory, handed: DraftChoice | None = None) -> bool:
-        """Whether the memory says no untried option can beat the best tried one (module docstring; ``handed``)."""
+    def _settled(self, history: SearchHistory, handed: DraftChoice | None = None, holding: list | None = None) -> bool:
+        """Whether the memory says no untried option can beat the best tried one (module docstring; ``handed``);
+        ``holding`` is filled with the untried options that could, best first (:meth:`SearchMemory.settles`)."""
         options, s = self.agent.space.options, self.settings  # no options in a layer-only space: nothing to settle
         kin = {o.label: self.drafters[o].shared_state_key() for o in options if o in self.drafters} if s.kin else None
         return self.memory is not None and bool(options) and self.memory.settles(
             options, _option_means(history), min_speedup=s.min_speedup, explore=s.explore, kin=kin,
-            favourite_first=s.favourite_first, handed=None if handed is None else handed.drafter.label)
+            favourite_first=s.favourite_first, handed=None if handed is None else handed.drafter.label, holding=holding)
 
     def _favourite(self) -> DraftChoice | None:
         """``favourite_first``: the memory's favourite option without layers, for agents that accept foreign trials."""
         ok = self.memory is not None and self.agent.accepts_foreign_trials
         option = self.memory.favourite([o for o in self.agent.space.options if not o.uses_layers]) if ok else None
         return None if option is None else DraftChoice(option, None)
+
+    def _held(self, holding: list[str]) -> DraftChoice | None:
+        """``favourite_first``: the best untried option that holds the request by what the memory remembers of it (the
+        agent draws where none does: options the memory does not know, layer configurations)."""
+        ok = self.memory is not None and self.agent.accepts_foreign_trials
+        held = [o for label in holding for o in self.agent.space.options if o.label == label and not o.uses_layers]
+        return DraftChoice(held[0], None) if ok and held else None
 
     def _first_trial(self, handed: DraftChoice | None) -> DraftChoice | None:
         """``favourite_first``: the memory's favourite, else the last request's leader (``handed``) where this request

@@ -569,7 +569,8 @@ def test_an_option_measured_here_on_one_request_can_be_the_favourite():
     the favourite; a second request kept S at 1.15, so S (1.3, now counted) is remembered below A, measured once, and
     A is the favourite and the best option not yet counted (red when the favourite ranks counted options alone: S,
     carried on, and A never tried again: docs/data/regret-xeon/long-t0). A confirmed A (1.25 >= 0.85 x 1.42) settles
-    once one more option not yet counted is tried. A mean only the prior knows is not this machine's measurement."""
+    once one more option not yet counted is tried; ``holding`` names the untried options remembered above the leader,
+    best first, also while nothing pays. A mean only the prior knows is not this machine's measurement."""
     A, B, S = (parse_option(x) for x in ("lowbit:num_tokens=6", "stand", "suffix"))
     memory = SearchMemory(None, keep=0.85, min_requests=2)
     memory.observe({A.label: 1.42, B.label: 1.0, S.label: 2.24}, S.label, 1.45)
@@ -580,8 +581,14 @@ def test_an_option_measured_here_on_one_request_can_be_the_favourite():
     assert not memory.settles([A, B, S], {A.label: 1.25}, favourite_first=True)
     assert memory.settles([A, B, S], {A.label: 1.25, B.label: 0.9}, favourite_first=True)  # confirmed: S is not
     assert not memory.settles([A, B, S], {A.label: 1.1, B.label: 0.9}, favourite_first=True)  # not confirmed: S holds
+    holding = ["stale"]
+    assert not memory.settles([A, B, S], {B.label: 0.9}, favourite_first=True, holding=holding)  # nothing pays yet
+    assert holding == [S.label]  # the untried option remembered above the leader (A, measured once, is not counted)
+    memory.observe({B.label: 2.0}, None, None)  # B counted at 1.5
+    assert not memory.settles([A, S, B], {A.label: 0.8}, favourite_first=True, holding=holding)
+    assert holding == [B.label, S.label]  # best first
     memory.stats[A.label]["last"] = 0  # as if the prior alone knew it
-    assert memory.remembered(A.label) is None and memory.favourite([A, B, S]) == S
+    assert memory.remembered(A.label) is None and memory.favourite([A, S]) == S
 
 
 def test_a_request_that_tried_explore_options_stops_waiting_for_those_not_yet_remembered():

@@ -450,6 +450,39 @@ def test_a_handed_leader_that_leads_again_settles_the_request_after_one_more_opt
     assert second.generation.token_ids == plain
 
 
+class _AsksStand(_ThreeOptions):
+    """Always asks ``stand`` (a wrong drafter); takes the runner's trials."""
+
+    def ask(self, history):
+        return DraftChoice(self.space.options[2], None)
+
+
+@pytest.mark.parametrize("favourite_first", [True, False])
+def test_after_a_favourite_falls_short_the_best_remembered_option_that_could_still_win_is_tried_next(
+        tiny_qwen2, monkeypatch, favourite_first):
+    """The favourite ``suffix`` (remembered at 100, a wrong drafter here) falls short; the untried options remembered
+    above its trial hold the request, and the best of them, ``prompt-lookup`` (50, the oracle), is the next trial,
+    not the agent's draw (``stand``, remembered at 1.0), so the request settles after two trials (red when the agent
+    draws: ``stand`` every time, and ``prompt-lookup`` holds the request to its end). Without ``favourite_first`` the
+    agent draws every trial. Lossless."""
+    from leap.search.memory import SearchMemory
+
+    prompt = [5, 6, 7, 8] * 3
+    plain = _lookup_is_the_oracle(tiny_qwen2, monkeypatch, prompt, 40)
+    memory = SearchMemory(None)
+    memory.stats = {"suffix": {"requests": 3, "mean": 100.0}, "prompt-lookup": {"requests": 3, "mean": 50.0},
+                    "stand": {"requests": 3, "mean": 1.0}}
+    settings = SearchSettings(budget=6, give_up=0, reward="cost", abandon=0.0, favourite_first=favourite_first)
+    out = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _AsksStand(tiny_qwen2.num_layers), settings,
+                       memory=memory).generate(prompt, max_new_tokens=40)
+    tried = [t["config"] for t in out.trials]
+    if favourite_first:
+        assert tried == ["suffix", "prompt-lookup"] and out.stop == "memory" and out.fixed_config == "prompt-lookup"
+    else:
+        assert set(tried) == {"stand"}
+    assert out.generation.token_ids == plain
+
+
 @pytest.mark.parametrize("explore", [2, 0])
 def test_a_request_stops_waiting_for_unknown_options_once_it_has_tried_explore_of_them(tiny_qwen2, monkeypatch,
                                                                                          explore):
