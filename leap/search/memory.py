@@ -27,8 +27,8 @@ every option (``docs/data/search_two_trials``). Each option counts as seen on ``
 this machine's own requests outweigh it after a few (:meth:`learnt_elsewhere`: what this machine never measured). Once
 this machine has measured options, the floor is theirs: the prior's long set (another machine, copy-heavy seeds) put
 ``prompt-lookup`` at 2.48, and it pruned every ``lowbit`` option, measured here, from an Intel Xeon's third long
-Spec-Bench request, which decoded plainly (``docs/data/regret-xeon/long-t0``, ``243``). ``leap bench`` uses the prior
-only when asked (``memory=prior``), and its records say so.
+Spec-Bench request, which decoded plainly (``docs/data/regret-xeon-186fde1/long-t0``, ``243``). ``leap bench`` uses the
+prior only when asked (``memory=prior``), and its records say so.
 
 **Ageing and versions.** Each remembered option carries its drafter's
 :meth:`~leap.core.drafters.base.Drafter.fingerprint` (its class and arguments, defaults filled in; a head's file):
@@ -147,7 +147,7 @@ class SearchMemory:
         data = json.loads(Path(path).read_text())
         self.sets = {key: {label: {"requests": min(int(entry["requests"]), self.min_requests),
                                    "mean": float(entry["mean"]), "var": float(entry.get("var", 0.0)), "last": 0,
-                                   "fingerprint": entry.get("fingerprint")}
+                                   "here": 0, "fingerprint": entry.get("fingerprint")}
                            for label, entry in data.get(field, {}).items()}
                      for key, field in FIELDS}
         self.requests = 0
@@ -157,7 +157,7 @@ class SearchMemory:
     # ---------------------------------------------------------------- learning
     def _update(self, label: str, value: float) -> None:
         entry = self.stats.setdefault(label, {"requests": 0, "mean": 0.0})
-        entry["requests"] += 1
+        entry["requests"], entry["here"] = entry["requests"] + 1, entry.get("here", entry["requests"]) + 1
         weight = min(entry["requests"], self.horizon) if self.horizon else entry["requests"]
         delta = float(value) - entry["mean"]
         entry["mean"] += delta / weight
@@ -297,7 +297,8 @@ class SearchMemory:
         the prior's means: ``experiments/2026-11-28-shared-cascade``). Once a favourite learnt
         elsewhere falls short of it here, the prior's picture is in doubt: after ``explore`` options, the options only
         the prior vouches for stop holding the request too. ``holding`` (a list) gets the labels of the untried options
-        holding the request by a remembered mean, best first. Who calls it: the runner, after every trial."""
+        holding the request by a mean this machine measured on ``min_requests`` requests of its own, best first: the
+        prior's means (another machine, seed prompts) screen but do not choose trials. Who calls it: the runner."""
         if not means:
             return False
         leader = max(means, key=means.get)
@@ -324,8 +325,9 @@ class SearchMemory:
             if evidence is None:
                 settled = settled and explored
             elif not confirmed and evidence >= (1.0 if favourite_first else self.keep) * best:
-                settled = False
-                held += [(evidence, option.label)] if option.label not in means else []
+                settled = False  # held: untried, remembered from min_requests of this machine's own requests
+                own = self.stats.get(option.label, {}).get("here", self.min_requests) >= self.min_requests
+                held += [(evidence, option.label)] if option.label not in means and own else []
         if holding is not None:  # the untried options that hold the request by what the memory remembers, best first
             holding[:] = [label for _, label in sorted(held, reverse=True)]
         return settled and best >= min_speedup

@@ -344,7 +344,7 @@ class OnlineSearch:
         above it (:meth:`SearchMemory.best_unproven`), which the next request tries first
         (:meth:`SearchMemory.favourite`): from an empty memory a lucky ``suffix`` trial (1.92) whose fixed phase ran
         below ``lowbit``'s trial (1.23) was carried over eight long requests at 0.84 of ``lowbit``
-        (``docs/data/regret-xeon/long-t0``)."""
+        (``docs/data/regret-xeon-186fde1/long-t0``)."""
         speedup = tokens * t_base / seconds if fixed is not None and tokens > 0 and seconds > 0 and t_base > 0 \
             else trial_mean if fixed is not None and trials >= MIN_CARRY_TRIALS else None
         paid = speedup is not None and speedup >= self.settings.min_speedup

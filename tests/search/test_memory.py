@@ -552,8 +552,11 @@ def test_once_this_machine_measured_options_a_mean_only_the_prior_knows_does_not
     """From the shipped prior (P 2.48, L 2.2, C 1.9, D 1.0), the prior's best floor prunes C and D; once this machine
     has measured L (1.6: its mean 2.0, below 0.85 x 2.48), the floor is L's, so L and C stay in, and D, below it, is
     still pruned (red when P, which only the prior vouches for, sets the floor: an Intel Xeon's third long Spec-Bench
-    request was offered only ``prompt-lookup`` and ``gated`` and decoded plainly, docs/data/regret-xeon/long-t0).
-    :meth:`best_expected` with ``here`` reads the options measured here alone (``OnlineSearch._carry``'s bar)."""
+    request was offered only ``prompt-lookup`` and ``gated`` and decoded plainly,
+    docs/data/regret-xeon-186fde1/long-t0). :meth:`best_expected` with ``here`` reads the options measured here alone
+    (``OnlineSearch._carry``'s bar). An option's prior mean holds a request but names no next trial until this
+    machine measured it on two requests of its own (red when it does: directed to the prior's long-set favourites,
+    two long requests ran at 0.59 and 0.81 of ``lowbit``, docs/data/regret-xeon-9740dc3/b1-t0)."""
     P, L, C, D = (parse_option(x) for x in ("prompt-lookup", "lowbit:num_tokens=10", "cascade", "gated"))
     memory = _from_prior(tmp_path, {P: 2.48, L: 2.2, C: 1.9, D: 1.0})
     assert memory.prune([P, L, C, D]) == (P, L)
@@ -562,15 +565,21 @@ def test_once_this_machine_measured_options_a_mean_only_the_prior_knows_does_not
     assert memory.stats[L.label]["mean"] < memory.keep * 2.48 and not memory.learnt_elsewhere(L.label)
     assert memory.prune([P, L, C, D]) == (P, L, C)
     assert memory.best_expected(here=True) == memory.stats[L.label]["mean"] and memory.best_expected() == 2.48
+    holding = ["stale"]  # the prior's means hold a request but do not choose its next trial ...
+    assert not memory.settles([P, L, C, D], {L.label: 1.6}, favourite_first=True, holding=holding) and holding == []
+    for _ in range(2):  # ... until this machine has measured the option on min_requests requests of its own
+        memory.observe({P.label: 2.0}, None, None)
+    assert not memory.settles([P, L, C, D], {L.label: 1.6}, favourite_first=True, holding=holding)
+    assert holding == [P.label]
 
 
 def test_an_option_measured_here_on_one_request_can_be_the_favourite():
     """From an empty memory, one request measured A (1.42) and B (1.0) by trials and kept S (fixed phase 1.45): S is
     the favourite; a second request kept S at 1.15, so S (1.3, now counted) is remembered below A, measured once, and
     A is the favourite and the best option not yet counted (red when the favourite ranks counted options alone: S,
-    carried on, and A never tried again: docs/data/regret-xeon/long-t0). A confirmed A (1.25 >= 0.85 x 1.42) settles
-    once one more option not yet counted is tried; ``holding`` names the untried options remembered above the leader,
-    best first, also while nothing pays. A mean only the prior knows is not this machine's measurement."""
+    carried on, and A never tried again: docs/data/regret-xeon-186fde1/long-t0). A confirmed A (1.25 >= 0.85 x 1.42)
+    settles once one more option not yet counted is tried; ``holding`` names the untried options remembered above the
+    leader, best first, also while nothing pays. A mean only the prior knows is not this machine's measurement."""
     A, B, S = (parse_option(x) for x in ("lowbit:num_tokens=6", "stand", "suffix"))
     memory = SearchMemory(None, keep=0.85, min_requests=2)
     memory.observe({A.label: 1.42, B.label: 1.0, S.label: 2.24}, S.label, 1.45)

@@ -170,7 +170,7 @@ def test_a_choice_far_below_what_the_memory_knows_is_not_carried(tiny_qwen2, her
     """With a memory, a carried choice must reach ``keep`` times the best option earlier requests measured, not only
     ``min_speedup`` (docs/data/handoff: prompt lookup fixed by one short search was carried over seven prompts at
     ~1.2x where lowbit gave ~2.4x; red when _carry ignores the memory). A mean only the shipped prior knows (``last``
-    0: another machine's) does not end the carry (red when it does: docs/data/regret-xeon/long-t0, 242)."""
+    0: another machine's) does not end the carry (red when it does: docs/data/regret-xeon-186fde1/long-t0, 242)."""
     from leap.search.memory import SearchMemory
 
     memory = SearchMemory(None)
@@ -202,7 +202,7 @@ def test_a_choice_the_memory_does_not_count_is_carried_once_its_fixed_phase_beat
     """The oracle's lucky trial (1e6) fixes it; its fixed phase, timed for real (a few times plain), ran below the
     wrong drafter's trial (1e3) on the same request, so a memory that does not yet count the oracle does not carry it
     (red when _carry ignores the rival: from an empty memory a lucky ``suffix`` trial was carried over eight long
-    requests at 0.84 of ``lowbit``, docs/data/regret-xeon/long-t0). It is carried where its fixed phase beat the
+    requests at 0.84 of ``lowbit``, docs/data/regret-xeon-186fde1/long-t0). It is carried where its fixed phase beat the
     rival (1e-3), and where the memory counts it already (two requests)."""
     import leap.search.runner as runner_module
     from leap.search.memory import SearchMemory
@@ -255,7 +255,7 @@ def test_a_carried_choice_is_dropped_once_an_option_measured_on_one_request_is_r
     """Prompt lookup, carried, is dropped after its second request once ``suffix``, measured here on one request, is
     remembered above it (1e6), so the third request searches (red when _carry ignores options not yet measured on
     ``min_requests`` requests: a long-prompt run carried a lucky ``suffix`` over eight requests at 0.84 of ``lowbit``,
-    docs/data/regret-xeon/long-t0); remembered below it (1e-9), the carry goes on."""
+    docs/data/regret-xeon-186fde1/long-t0); remembered below it (1e-9), the carry goes on."""
     from leap.search.memory import SearchMemory
 
     memory = SearchMemory(None)
