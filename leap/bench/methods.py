@@ -305,11 +305,11 @@ def _leap_drafters(model: LeapModel, options: BenchOptions, drafters: Sequence[s
                    agent: str = "leap", **agent_kwargs: Any) -> BenchMethod:
     """LEAP searching over drafters: MCTS on the joint (drafter option, layer configuration) space,
     4 real steps per trial, a choice that paid reused for up to 4 following prompts, and 4 more each time it holds up
-    (carry_renew=0: searched again every fifth prompt); favourite_first=false: the agent draws every trial, not
-    the memory's favourite first and the options it remembers above the leader next; abandon=0: every trial runs its four steps (by default one whose first two measured below
-    half the best other option's reward stops); explore=0: options the memory does not know yet hold every request's
-    search (by default they stop holding it once the request has tried 4 options); agent=NAME runs another registered
-    agent on the same space"""
+    (carry_renew=0: searched again every fifth prompt); favourite_first=false: the agent draws every trial, not the
+    memory's favourite first and the options it remembers above the leader next; abandon=0: every trial runs its four
+    steps (by default one whose first two measured below half the best other option's reward stops); explore=0:
+    options the memory does not know yet hold every request's search (by default they stop holding it once the
+    request has tried 4 options); agent=NAME runs another registered agent on the same space"""
     from leap.search.drafter_space import DEFAULT_DRAFTERS
 
     agent_kwargs.setdefault("steps_per_trial", 4)

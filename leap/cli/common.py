@@ -141,7 +141,7 @@ def add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--favourite-first", action=argparse.BooleanOptionalAction, default=True,
                    help="the search's first trial is the memory's favourite option (not its agent's own draw), and it "
                         "settles when that trial confirms what the memory expected of it; while untried options "
-                        "remembered above the leader hold the request, the best of them is the next trial "
+                        "this machine measured hold the request, the best of them is the next trial "
                         "(docs/search.md; the default; --no-favourite-first: the agent draws every trial)")
     p.add_argument("--abandon", type=float, default=0.5, metavar="F",
                    help="a trial whose first half measured below F times the best other configuration's mean reward "

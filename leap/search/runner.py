@@ -25,8 +25,8 @@ this request reaches ``min_speedup`` and no other option can be expected to win 
 what the memory remembers of it - the search stops (``stop = "memory"``) and the rest of the request runs the best
 (:meth:`~leap.search.memory.SearchMemory.settles` has the rules). ``favourite_first`` (on by default) runs the memory's
 favourite first (an option measured here on one request counts: :meth:`_carry`), and a request that confirms it (at
-least ``keep`` times its remembered mean) stops there; while untried options remembered above the leader hold the
-request, the best of them is the next trial, and the agent draws among the options the memory does not know. With no
+least ``keep`` times its remembered mean) stops there; while untried options this machine measured hold the request,
+the best of them is the next trial, and the agent draws among the others (:meth:`SearchMemory.settles`). With no
 favourite (no memory, or an empty one), a request that carries nothing on hands its leader (its best option without
 layers that paid) to the next request as its first trial, which counts towards carrying it (from an empty memory,
 128-token requests otherwise each searched again from scratch: ``docs/data/regret-1c947d6/long-t0``). Each of the

@@ -32,8 +32,8 @@ class SearchSettings:
     most the search may lose, as a fraction of the request's plain-decoding time, before some configuration pays
     (module docstring; 0 = no limit); ``budget_s``: the most seconds a request's search may take, set-up included (0 =
     no limit; ``stop`` = "time"): an equal wall-clock budget for agents whose asks cost differently (issue 34);
-    ``favourite_first``: the memory's favourite option is a request's first trial, and while untried options remembered
-    above the leader hold the request, the best of them is the next; settle once none is remembered above the leader,
+    ``favourite_first``: the memory's favourite option is a request's first trial, and while untried options this
+    machine measured hold the request, the best of them is the next; settle once none is remembered above the leader,
     or once the favourite confirms what the memory expected of it (module docstring; the default);
     ``abandon``: a trial whose first half (of ``steps_per_trial``) measured below ``abandon`` times the best mean reward
     of another configuration on this request stops there (module docstring; 0 = every trial runs whole); ``explore``:
