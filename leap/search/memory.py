@@ -157,7 +157,7 @@ class SearchMemory:
     # ---------------------------------------------------------------- learning
     def _update(self, label: str, value: float) -> None:
         entry = self.stats.setdefault(label, {"requests": 0, "mean": 0.0})
-        entry["requests"], entry["here"] = entry["requests"] + 1, entry.get("here", entry["requests"]) + 1
+        entry["requests"], entry["here"] = entry["requests"] + 1, self._own(label) + 1
         weight = min(entry["requests"], self.horizon) if self.horizon else entry["requests"]
         delta = float(value) - entry["mean"]
         entry["mean"] += delta / weight
@@ -219,8 +219,7 @@ class SearchMemory:
         self.save()
 
     # ---------------------------------------------------------------- using it
-    def _stale(self, entry: dict[str, Any]) -> bool:
-        """Not measured for ``recheck`` requests."""
+    def _stale(self, entry: dict[str, Any]) -> bool:  # not measured for recheck requests
         return bool(self.recheck) and self.requests - int(entry.get("last", self.requests)) >= self.recheck
 
     def _choose_recheck(self, labels: Sequence[str]) -> None:
@@ -248,21 +247,22 @@ class SearchMemory:
     def best_expected(self, here: bool = False) -> float | None:
         """The best :meth:`expected` of any option (None: none counts yet); ``here``: of the options this machine
         measured (not :meth:`learnt_elsewhere`), the bar a carried choice is held to (``OnlineSearch._carry``)."""
-        seen = [e["mean"] for k, e in self.stats.items()
-                if self._counts(k, e) and not (here and self.learnt_elsewhere(k))]
-        return max(seen) if seen else None
+        return max((e["mean"] for k, e in self.stats.items()
+                    if self._counts(k, e) and not (here and self.learnt_elsewhere(k))), default=None)
+
+    def _own(self, label: str) -> int:  # the requests this machine measured it on (no "here": a prior's 0, else all)
+        entry = self.stats.get(label, {"requests": 0})
+        return int(entry.get("here", 0 if entry.get("last", 1) == 0 else entry["requests"]))
 
     def _unproven(self, label: str) -> bool:  # measured here, on fewer than min_requests requests
-        return self.stats.get(label, {"requests": self.min_requests})["requests"] < self.min_requests \
-            and not self.learnt_elsewhere(label)
+        return 0 < self._own(label) and self.stats[label]["requests"] < self.min_requests
 
     def remembered(self, label: str) -> float | None:
         """:meth:`expected`, or the mean of an option this machine measured on fewer than ``min_requests`` requests."""
         return self.stats[label]["mean"] if self._unproven(label) else self.expected(label)
 
     def best_unproven(self) -> float | None:
-        """The best mean of an option this machine measured on fewer than ``min_requests`` requests (None: none): a
-        carried choice remembered below it is dropped (``OnlineSearch._carry``)."""
+        """The best mean of an :meth:`_unproven` option (None: none): a carried choice below it is dropped (_carry)."""
         return max((e["mean"] for label, e in self.stats.items() if self._unproven(label)), default=None)
 
     def favourite(self, options: Sequence[Any]) -> Any | None:
@@ -274,7 +274,7 @@ class SearchMemory:
 
     def learnt_elsewhere(self, label: str) -> bool:
         """Whether the memory knows ``label`` from the shipped prior alone (another machine's), never from here."""
-        return int(self.stats.get(label, {}).get("last", 1)) == 0  # observe stamps what it learns with its request
+        return label in self.stats and self._own(label) == 0
 
     def settles(self, options: Sequence[Any], means: dict[str, float], *, min_speedup: float = 1.0,
                 favourite_first: bool = False, handed: str | None = None, explore: int = 0,
@@ -326,7 +326,7 @@ class SearchMemory:
                 settled = settled and explored
             elif not confirmed and evidence >= (1.0 if favourite_first else self.keep) * best:
                 settled = False  # held: untried, remembered from min_requests of this machine's own requests
-                own = self.stats.get(option.label, {}).get("here", self.min_requests) >= self.min_requests
+                own = self._own(option.label) >= self.min_requests
                 held += [(evidence, option.label)] if option.label not in means and own else []
         if holding is not None:  # the untried options that hold the request by what the memory remembers, best first
             holding[:] = [label for _, label in sorted(held, reverse=True)]

@@ -596,7 +596,7 @@ def test_an_option_measured_here_on_one_request_can_be_the_favourite():
     memory.observe({B.label: 2.0}, None, None)  # B counted at 1.5
     assert not memory.settles([A, S, B], {A.label: 0.8}, favourite_first=True, holding=holding)
     assert holding == [B.label, S.label]  # best first
-    memory.stats[A.label]["last"] = 0  # as if the prior alone knew it
+    memory.stats[A.label].update(last=0, here=0)  # as if the prior alone knew it
     assert memory.remembered(A.label) is None and memory.favourite([A, S]) == S
 
 
