@@ -142,6 +142,8 @@ class BatchDecoder:
             raise SettingsError("a batch's list of drafters is empty; pass drafter=None for plain batched decoding")
         self.compact_min, self.compact_share = int(compact_min), float(compact_share)
         self._pools: list[list[Drafter]] = [[] for _ in self.specs]
+        #: per drafter, which model state its rows hold: equal where they share one (:meth:`_twin`)
+        self._state_group = list(range(len(self.specs)))
         self._policies: dict[int, Any] = {}  # rows in the batch -> its cap policy (FixedCap or GoodputBandit)
         for name, _ in self.specs:
             why = batch_refusal(drafters.get(name) if isinstance(name, str) else name)
@@ -173,9 +175,14 @@ class BatchDecoder:
         together (:meth:`Drafter.begin_rows`)."""
         name, kwargs = self.specs[which]
         if len(self._pools[which]) < len(prompts):
-            self._pools[which] = [make_drafter(name, **kwargs) if isinstance(name, str) else name(**kwargs)
-                                  for _ in prompts]
-            type(self._pools[which][0]).join_rows(self._pools[which], self.model)
+            pool = [make_drafter(name, **kwargs) if isinstance(name, str) else name(**kwargs) for _ in prompts]
+            twin = self._twin(which, pool[0], len(prompts))
+            if twin is not None:  # row r takes over row r's state of a drafter with the same state (a llama.cpp sequence)
+                for row, other in zip(pool, self._pools[twin]):
+                    row.share_state(other.state_owner())
+            self._state_group[which] = self._state_group[twin] if twin is not None else max(self._state_group) + 1
+            type(pool[0]).join_rows(pool, self.model)  # what is not shared (lowbit: rows without a runner yet)
+            self._pools[which] = pool
         rows = self._pools[which][: len(prompts)]
         for d in rows:
             if d.needs_costs:
@@ -190,6 +197,17 @@ class BatchDecoder:
                 d.use_prompt_kv(PromptKV(cache, len(p) - 1))
         type(rows[0]).begin_rows(rows, prompts)
         return rows
+
+    def _twin(self, which: int, drafter: Drafter, rows: int) -> int | None:
+        """Another drafter (its index) whose rows, at least ``rows`` of them, hold a model state ``drafter``'s may share
+        (:meth:`Drafter.shared_state_key <leap.core.drafters.base.Drafter.shared_state_key>`: ``cascade`` and the
+        ``lowbit`` options, one low-bit runner), as :class:`~leap.search.runner.OnlineSearch` shares them across a
+        request's trials; None: none made yet. Apart, each kept a llama.cpp context of its own and caught it up on
+        everything the other had committed whenever the bandit switched between them (at B = 8 on the Xeon, up to 1.4 s
+        a switch in a 15 s batch)."""
+        key = drafter.shared_state_key()
+        return None if key is None else next((w for w, pool in enumerate(self._pools) if w != which
+                                              and len(pool) >= rows and pool[0].shared_state_key() == key), None)
 
     def start(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128, temperature: float = 0.0,
               top_p: float = 1.0, seed: int = 0):
@@ -305,8 +323,9 @@ class BatchDecoder:
             # committed since it last drafted - a price of switching, paid whichever arm of it comes next, that judged
             # as the arm's own kept lowbit's exploratory steps at B = 8 far below what it gives step after step
             # (experiments/2026-11-27-batch-elimination); a model-free drafter's first step costs what its next does
-            if self.first_step_setup == "switch":
-                setup = cap > 0 and previous != drafter and session.drafters[0].keeps_context
+            if self.first_step_setup == "switch":  # after a drafter sharing its state (lowbit, cascade): no switch
+                setup = cap > 0 and session.drafters[0].keeps_context and (
+                    previous is None or self._state_group[previous] != self._state_group[drafter])
             else:
                 setup = self.first_step_setup and cap > 0 and drafter not in drafted
             drafted |= {drafter} if cap else set()

@@ -241,9 +241,9 @@ class LowBit(Drafter):
     # ------------------------------------------------------------------ the rows of a batch (issue 37)
     @classmethod
     def join_rows(cls, rows: Sequence[Drafter], model: Any) -> None:
-        """Rows alike (same runner settings, no runner of their own) share one runner context, a sequence each
+        """Rows alike (same settings, no runner yet: none given or shared) share one runner context, a sequence each
         (:func:`~leap.core.modeling.low_bit.make_row_runners`), so that :meth:`propose_rows` drafts them together."""
-        mine = [r for r in rows if isinstance(r, LowBit) and not r._fixed]
+        mine = [r for r in rows if isinstance(r, LowBit) and r.runner is None]
         if len(mine) < 2 or len({tuple(sorted(r.runner_args.items())) for r in mine}) > 1:
             return
         for row, runner in zip(mine, make_row_runners(model, len(mine), **mine[0].runner_args)):

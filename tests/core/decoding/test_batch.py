@@ -604,3 +604,30 @@ def test_the_bandit_is_told_which_drafters_the_batch_has_begun(tiny_llama, monke
         # the first batch pulls every arm, so some drafter drafts there; in the second the bandit exploits what it
         # measured, which on the tiny model may be plain decoding throughout (a timing, not a defect)
         assert expected or not first
+
+
+def test_cascade_and_lowbit_rows_share_one_low_bit_state_and_a_switch_between_them_is_measured(tiny_llama, monkeypatch):
+    """In a batch as in a request's search, ``cascade`` and ``lowbit`` share one low-bit runner per row
+    (:meth:`Drafter.shared_state_key`): neither catches its own context up on what the other committed, so a step of
+    one after the other is no switch and is measured; a step after a plain or a model-free step still is a switch
+    (red when each keeps a runner of its own, or when every change of drafter counts as a switch)."""
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    arms = iter([(0, 2), (1, 2), (1, 2), (0, 2), (2, 2), (1, 2), (0, 0), (0, 2)] + [(0, 2)] * 40)
+    updates: list = []
+    update = GoodputBandit.update
+    monkeypatch.setattr(GoodputBandit, "choose", lambda self, begun=None: next(arms))
+    monkeypatch.setattr(GoodputBandit, "update", lambda self, arm, *a, **kw: (updates.append(tuple(arm)),
+                                                                             update(self, arm, *a, **kw))[1])
+    prompts = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [14, 15, 16, 17, 18, 19, 20, 21]]
+    decoder = BatchDecoder(tiny_llama, [("lowbit", {"backend": "torch-int8"}), ("cascade", {"then_backend": "torch-int8"}),
+                                        ("suffix", {})], num_tokens="auto", caps=(0, 2), first_step_setup="switch")
+    out = decoder.generate(prompts, max_new_tokens=24)
+    assert [r.token_ids for r in out.rows] == [_alone(tiny_llama, p, 24).token_ids for p in prompts]
+    lowbit, cascade = decoder._pools[0], decoder._pools[1]
+    assert all(c.then.runner is l.runner for l, c in zip(lowbit, cascade))  # row r's state, shared
+    assert len({id(l.runner) for l in lowbit}) == len(prompts)  # one state a row, not one for the batch
+    steps = list(zip(out.drafters, out.caps))
+    assert len(steps) > 8
+    # unmeasured: lowbit's first step (nothing drafted before), cascade's after suffix's, lowbit's after plain's
+    assert updates == [arm for k, arm in enumerate(steps) if k not in (0, 5, 7)]
