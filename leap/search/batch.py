@@ -27,7 +27,11 @@ switching between drafters that keep a context (``lowbit``, ``cascade``) costs e
 near-equal drafters alternating lose to either one alone - on leap's seed prompts at B = 8 the search that kept both
 took 20-26 s a batch against ``lowbit-auto``'s 15-17 s for about as many steps
 (``experiments/2026-11-27-batch-elimination``). Successive elimination (Even-Dar, Mannor and Mansour 2006) with one
-batch as its round; None: off.
+batch as its round; None: off. The best drafter's kin stay (:meth:`~leap.core.decoding.batch.BatchDecoder.kin`:
+``lowbit`` and ``cascade`` share one low-bit runner a row, so switching between them costs nothing): which of the two
+is ahead after one batch is noise (on the Xeon at B = 8 their first-batch goodputs were a few percent apart, and the
+one kept - ``cascade`` - ran 0.74-1.02 of plain decoding in the batches after, where ``lowbit-auto`` ran 0.92-1.07:
+``docs/data/regret-xeon-e00c909/b8-t0``).
 
 Who calls what: ``leap bench --batch-size B``'s ``leap-drafters`` (:meth:`leap.bench.methods.SearchMethod.run_batch`)
 calls :meth:`BatchSearch.generate` once a batch.
@@ -104,7 +108,9 @@ class BatchSearch:
         active = {d: ratio for d, ratio in measured.items() if d not in self.decoder.retired}
         if self.prune is not None and active:  # a retired drafter's value is frozen: compared no more, never back
             best = max(active.values())
-            self.decoder.retire(self.decoder.retired | {d for d, ratio in active.items() if ratio < self.prune * best})
+            kin = self.decoder.kin(max(active, key=active.get))  # sharing the best's state: no switch to pay
+            self.decoder.retire(self.decoder.retired | {d for d, ratio in active.items()
+                                                        if ratio < self.prune * best and d not in kin})
         return out
 
     def forget(self) -> None:

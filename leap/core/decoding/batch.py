@@ -209,6 +209,11 @@ class BatchDecoder:
         return None if key is None else next((w for w, pool in enumerate(self._pools) if w != which
                                               and len(pool) >= rows and pool[0].shared_state_key() == key), None)
 
+    def kin(self, drafter: int) -> set[int]:
+        """``drafter`` and the drafters whose rows share its model state (:meth:`_twin`): switching among them catches
+        no context up, so :class:`~leap.search.batch.BatchSearch`'s elimination keeps them together."""
+        return {d for d, group in enumerate(self._state_group) if group == self._state_group[drafter]}
+
     def start(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128, temperature: float = 0.0,
               top_p: float = 1.0, seed: int = 0):
         """A :class:`~leap.core.decoding.batch_session.BatchSession`: the prompts prefilled and their rows' drafters
