@@ -6,8 +6,8 @@ per drafter, since a batch's chain length is the bandit's cap, not the option's 
 batched decoding among its arms, kept across the run's batches (:class:`~leap.core.decoding.batch.BatchDecoder` with
 a list of drafters and ``num_tokens="auto"``).
 
-With a :class:`~leap.search.memory.SearchMemory`, batches are a condition of their own (its "batch" set): before the
-first batch the drafters it remembers losing *in batches* are left out and the best-remembered come first
+With a :class:`~leap.search.memory.SearchMemory`, batches are a condition of their own (its "batch" set; at T > 0
+"sampled-batch"): before the first batch the drafters it remembers losing *in batches* are left out and the best-remembered come first
 (:meth:`~leap.search.memory.SearchMemory.rank_drafters`), so the bandit tries them first; after each batch, each
 drafter's best goodput over plain's, as the bandit measured it, is what the memory learns
 (:meth:`~leap.search.memory.SearchMemory.observe_batch`). What a single request measured is never read here.
@@ -80,10 +80,10 @@ class BatchSearch:
         self.decoder: BatchDecoder | None = None  # made at the first batch, once the memory has ranked the options
         self.labels: list[str] = []  # the decoder's drafters, in its order
 
-    def _start(self, rows: int, prompt_tokens: int) -> None:
+    def _start(self, rows: int, prompt_tokens: int, temperature: float) -> None:
         options = self.options
         if self.memory is not None:
-            self.memory.condition(prompt_tokens, rows=rows)
+            self.memory.condition(prompt_tokens, rows=rows, temperature=temperature)
             options = self.memory.rank_drafters(options, {o.label: drafters.get(o.name).fingerprint(
                 self.model, **o.kwargs) for o in options})
         self.decoder = BatchDecoder(self.model, [(o.name, o.kwargs) for o in options], num_tokens="auto",
@@ -99,11 +99,11 @@ class BatchSearch:
             raise SettingsError("none of the drafter options can draft in a batch (see BatchSearch.options); decode "
                                 "the batch plainly (BatchDecoder(model)) or name a batchable drafter (lowbit, suffix)")
         if self.decoder is None:
-            self._start(len(prompts), max(len(p) for p in prompts))
+            self._start(len(prompts), max(len(p) for p in prompts), temperature)
         out = self.decoder.generate(prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         measured = self.decoder.goodput_over_plain(len(prompts))
         if self.memory is not None and measured:
-            self.memory.condition(max(len(p) for p in prompts), rows=len(prompts))
+            self.memory.condition(max(len(p) for p in prompts), rows=len(prompts), temperature=temperature)
             self.memory.observe_batch({self.labels[d]: ratio for d, ratio in measured.items()})
         active = {d: ratio for d, ratio in measured.items() if d not in self.decoder.retired}
         if self.prune is not None and active:  # a retired drafter's value is frozen: compared no more, never back

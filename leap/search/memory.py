@@ -1,18 +1,16 @@
 """What earlier requests measured, kept for the next request's search: a prior over drafter options.
 
-A search over drafters (:class:`~leap.search.drafter_space.JointSpace`) pays its trials on every request:
-on the default model, options that never win (layer-skip drafts, STAND trees, exit heads) cost real steps
-each time (``docs/data/joint_v4``: the search 1.17x against fixed ``lowbit`` 1.79x). :class:`SearchMemory`
-keeps, per drafter option (its label, whatever layer configuration it ran with), the running mean over
-requests of the reward its trials measured on that request, and of the speedup of the fixed phase it was
-kept for; before a request, :meth:`SearchMemory.prune` leaves out the options that keep losing - successive
-halving across requests (Jamieson & Talwalkar 2016; Hyperband, Li et al. 2018): an option seen on at least
-``min_requests`` requests whose mean is below ``keep`` times the best *floor* is not searched again. An option's floor
-is its mean less its spread over requests (a discounted standard deviation), the bar the highest floor of the options
-on offer: a drafter that copies wins by far on a prompt it can copy from and loses on the next, and its mean over two
-such prompts pruned the steady ``lowbit`` options from the next request, which ran at 0.44 of ``lowbit``
-(``docs/data/regret-7212270/long-t0``, request 484); elimination against a lower bound of the best, as in successive
-elimination (Even-Dar, Mannor & Mansour 2006). The batch set (below) ranks by means alone.
+A search over drafters (:class:`~leap.search.drafter_space.JointSpace`) pays its trials on every request: options
+that never win cost real steps each time (``docs/data/joint_v4``: the search 1.17x against fixed ``lowbit`` 1.79x).
+:class:`SearchMemory` keeps, per drafter option (its label), the running mean over requests of the reward its trials
+measured and of its fixed phase's speedup; before a request, :meth:`SearchMemory.prune` leaves out the options that keep
+losing - successive halving across requests (Jamieson & Talwalkar 2016; Hyperband, Li et al. 2018): an option seen
+on at least ``min_requests`` requests whose mean is below ``keep`` times the best *floor* is not searched again. An
+option's floor is its mean less its spread over requests (a discounted standard deviation), the bar the highest floor
+of the options on offer: a drafter that copies wins by far on a prompt it can copy from and loses on the next, and
+its mean over two such prompts pruned the steady ``lowbit`` options from the next request, which ran at 0.44 of
+``lowbit`` (``docs/data/regret-7212270/long-t0``, request 484); elimination against a lower bound of the best, as in
+successive elimination (Even-Dar, Mannor & Mansour 2006). The batch sets (below) rank by means alone.
 Options not yet seen enough stay in; after a request whose chosen option did not pay, the cut is wider (``keep``
 squared) but still made (docs/data/search_pays/t1_128).
 
@@ -31,17 +29,17 @@ Spec-Bench request, which decoded plainly (``docs/data/regret-xeon-186fde1/long-
 prior only when asked (``memory=prior``), and its records say so.
 
 **Ageing and versions.** Each remembered option carries its drafter's
-:meth:`~leap.core.drafters.base.Drafter.fingerprint` (its class and arguments, defaults filled in; a head's file):
-:meth:`SearchMemory.prune` forgets an option whose fingerprint changed. A file written by an older leap (no ``schema``,
-or another) starts afresh, said once on stderr. Means are discounted: an option's mean moves by at least ``1/horizon``
-of each new measurement (Garivier & Moulines 2011's discounted bandits), so a machine or workload that changes is
-followed; and an option not measured for ``recheck`` requests counts as unseen again, one at a time
-(:meth:`SearchMemory.rechecked`: the longest unmeasured), so a pruned option gets a trial every ``recheck`` requests.
+:meth:`~leap.core.drafters.base.Drafter.fingerprint` (class and arguments, defaults filled in; a head's file): an
+option whose fingerprint changed is forgotten (:meth:`SearchMemory.prune`); a file of an older leap starts afresh, said
+on stderr. Means are discounted: each new measurement moves one by at least ``1/horizon`` (Garivier & Moulines 2011),
+so a changing machine or workload is followed; an option not measured for ``recheck`` requests counts as unseen again,
+one at a time (:meth:`SearchMemory.rechecked`), so a pruned option gets a trial every ``recheck`` requests.
 
-**Conditions.** What wins on short prompts need not win on long ones (a draft that must first take in a long prompt,
-a verification over a long context), nor at T = 0 at T > 0, nor alone in a batch, so the memory keeps a set of means
-per condition (:meth:`SearchMemory.condition`): prompts of fewer than ``long_prompt`` tokens (512) and the rest
-(``long_prompt=0``: one set, the ablation), each at T = 0 and T > 0 (``sampled=False``: the ablation), and batches.
+**Conditions.** What wins on short prompts need not win on long ones, nor at T = 0 at T > 0 (the T = 0 batch set put
+``lowbit`` first at T = 1, where sampled rows draft one by one and no drafter paid: 0.89 of ``lowbit-auto``,
+``docs/data/regret-xeon/b4-t1``), nor alone in a batch, so the memory keeps a set of means per condition
+(:meth:`SearchMemory.condition`): prompts of fewer than ``long_prompt`` tokens (512) and the rest (0: one set), and
+batches, each at T = 0 and T > 0 (``sampled=False``: one set for both).
 Everything above reads and writes the request's set alone; the shipped prior fills each from its own prompts (the long
 set from :func:`leap.heads.prompts.long_seed_prompts`; the batch set measured in batches). A batch's set holds one
 mean per drafter, the goodput of its best (drafter, cap) arm over plain batched decoding's (:meth:`observe_batch`),
@@ -70,7 +68,7 @@ __all__ = ["SearchMemory"]
 SCHEMA = 2
 #: each set of means (:meth:`SearchMemory.condition`) and the field a memory file or a shipped prior keeps it under
 FIELDS = (("short", "options"), ("long", "long_prompts"), ("sampled", "sampled"),
-          ("sampled-long", "sampled_long_prompts"), ("batch", "batches"))
+          ("sampled-long", "sampled_long_prompts"), ("batch", "batches"), ("sampled-batch", "sampled_batches"))
 
 
 class SearchMemory:
@@ -118,12 +116,12 @@ class SearchMemory:
     def condition(self, prompt_tokens: int, rows: int = 1, temperature: float = 0.0) -> str:
         """Pick (and return) the set of means for a prompt of ``prompt_tokens`` tokens in a batch of ``rows`` decoded at
         ``temperature``: "batch" for more than one row, else "long" from ``long_prompt`` tokens on (with
-        ``long_prompt`` set), else "short"; at T > 0 (with ``sampled``) "sampled-long" and "sampled"."""
+        ``long_prompt`` set), else "short"; at T > 0 (with ``sampled``) "sampled-batch", "sampled-long" and "sampled"."""
         long = self.long_prompt and int(prompt_tokens) >= self.long_prompt
         length = "long" if long else "short"
         if self.sampled and float(temperature) > 0:
             length = "sampled-long" if long else "sampled"
-        self.length = "batch" if int(rows) > 1 else length
+        self.length = ("sampled-batch" if length.startswith("sampled") else "batch") if int(rows) > 1 else length
         return self.length
 
     @property
@@ -138,7 +136,8 @@ class SearchMemory:
         gone = f"; forgot {', '.join(self.forgotten)}: their drafters changed" if self.forgotten else ""
         named = {"long": "for long prompts", "sampled": "sampled", "sampled-long": "sampled on long prompts"}
         others = "".join(f", {len(self.sets[key])} {what}" for key, what in named.items() if self.sets[key])
-        batch = f", {len(self.sets['batch'])} drafters for batches" if self.sets["batch"] else ""
+        batch = "".join(f", {len(self.sets[key])} drafters for {what}" for key, what in
+                        (("batch", "batches"), ("sampled-batch", "sampled batches")) if self.sets[key])
         return f"{len(self.sets['short'])} options remembered{others}{batch} ({where}{gone})"
 
     def start_from_prior(self, path: str | Path) -> None:
@@ -182,7 +181,7 @@ class SearchMemory:
         self.save()
 
     def observe_batch(self, goodput: dict[str, float]) -> None:
-        """One batch (in the "batch" set, :meth:`condition`): each drafter's best goodput over plain batched
+        """One batch (in a batch set, :meth:`condition`): each drafter's best goodput over plain batched
         decoding's, as the batch's bandit measured it (drafter name -> ratio). Counts on the memory's clock like a
         request; whether the last request paid is a single request's matter and stays as it was."""
         self.requests += 1

@@ -125,3 +125,15 @@ def test_the_elimination_keeps_the_drafters_that_share_the_best_ones_state(tiny_
     assert search.decoder.retired == {suffix}
     assert all(r.token_ids == BatchDecoder(tiny_llama).generate([p], max_new_tokens=8).rows[0].token_ids
                for r, p in zip(later.rows, PROMPTS))
+
+
+def test_a_sampled_batch_reads_and_teaches_the_memorys_sampled_batch_set(tiny_llama):
+    """A batch at T > 0 is ranked by, and teaches, the memory's "sampled-batch" set, never the greedy batches' (red
+    when the search does not pass the batch's temperature to the memory)."""
+    memory = SearchMemory(None, min_requests=1)
+    memory.condition(10, rows=2)
+    memory.observe_batch({"prompt-lookup": 0.5})  # greedy batches: prompt lookup lost
+    search = BatchSearch(tiny_llama, OPTIONS, memory=memory, caps=(0, 2), loss_budget=None)
+    search.generate(PROMPTS, max_new_tokens=8, temperature=1.0, seed=3)
+    assert "prompt-lookup" in search.labels  # not left out on the greedy batches' word
+    assert memory.sets["sampled-batch"] and set(memory.sets["batch"]) == {"prompt-lookup"}

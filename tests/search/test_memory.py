@@ -87,7 +87,7 @@ def test_sampled_requests_keep_their_own_means_and_a_greedy_winner_is_not_carrie
     for _ in range(2):
         memory.observe({A.label: 0.8, B.label: 1.5}, B.label, 1.5)
     assert memory.condition(900, temperature=0.7) == "sampled-long" and memory.expected(B.label) is None
-    assert memory.condition(100, rows=4, temperature=1.0) == "batch"  # batches: one set over temperature
+    assert memory.condition(100, rows=4, temperature=1.0) == "sampled-batch"  # batches too: their own set
     again = SearchMemory(tmp_path / "m.json", keep=0.85, min_requests=2)
     again.condition(50, temperature=1.0)
     assert again.prune([A, B]) == (B,) and again.condition(50) == "short" and again.prune([A, B]) == (A,)
@@ -765,3 +765,30 @@ def test_a_batch_is_a_condition_of_its_own_that_only_a_prior_measured_in_batches
     assert batched.expected("lowbit") == 1.4 and batched.stats["suffix"]["requests"] == 2
     options = [parse_option("lowbit"), parse_option("suffix")]
     assert [o.name for o in batched.rank_drafters(options)] == ["lowbit"]  # suffix below keep (0.85) x lowbit's
+
+
+def test_sampled_batches_keep_their_own_set_and_a_greedy_batch_winner_is_not_carried_to_them(tmp_path):
+    """At T > 0 a batch reads and writes the "sampled-batch" set, saved under "sampled_batches": what greedy batches
+    (and the prior's, measured at T = 0) ranked first is not ranked first at T = 1, where sampled rows draft one by one
+    (red when a sampled batch reads the greedy batch set); ``sampled=False`` keeps one batch set for both."""
+    import json
+
+    memory = SearchMemory(tmp_path / "m.json", min_requests=2)
+    assert memory.condition(100, rows=4, temperature=1.0) == "sampled-batch"
+    assert memory.condition(100, rows=4, temperature=0.0) == "batch"
+    options = [parse_option("suffix"), parse_option("lowbit")]
+    for _ in range(2):
+        memory.observe_batch({"lowbit": 1.8, "suffix": 1.0})
+    assert [o.name for o in memory.rank_drafters(options)] == ["lowbit"]  # suffix below 0.85 of lowbit
+    memory.condition(100, rows=4, temperature=1.0)
+    assert memory.expected("lowbit") is None and [o.name for o in memory.rank_drafters(options)] == ["suffix", "lowbit"]
+    for _ in range(2):
+        memory.observe_batch({"lowbit": 0.7, "suffix": 1.0})
+    assert [o.name for o in memory.rank_drafters(options)] == ["suffix"]
+    saved = json.loads((tmp_path / "m.json").read_text())
+    assert saved["batches"]["lowbit"]["mean"] == pytest.approx(1.8) and saved["sampled_batches"]["lowbit"]["requests"] == 2
+    again = SearchMemory(tmp_path / "m.json", min_requests=2)
+    assert again.condition(9, rows=2, temperature=0.5) == "sampled-batch" and again.expected("lowbit") == pytest.approx(0.7)
+    assert "2 drafters for sampled batches" in again.describe()
+    one = SearchMemory(None, min_requests=2, sampled=False)
+    assert one.condition(100, rows=4, temperature=1.0) == "batch"
