@@ -202,18 +202,20 @@ class Bench:
         """Untimed calls of every method before the run, on prompts of the harness's own (:data:`WARM_UP_PROMPTS`),
         never an evaluation prompt: a drafter that keeps its context (lowbit's llama.cpp cache) or a search memory
         would otherwise carry the first evaluated prompt into its timed run - a free ingestion, a search tuned on it.
-        Then every method forgets what the warm-up taught it (:meth:`~leap.bench.methods.BenchMethod.after_warm_up`)."""
+        At each of the run's temperatures: the batch search makes its drafters per condition of its memory (sampled
+        batches apart), and warmed up at T = 0 alone it began them inside its first timed batch at T = 1. Then every
+        method forgets what the warm-up taught it (:meth:`~leap.bench.methods.BenchMethod.after_warm_up`)."""
         s = self.settings
         size = len(self.rows[0].get("batch", [None]))
         texts = [WARM_UP_PROMPTS[i % len(WARM_UP_PROMPTS)] for i in range(size)]
         batch = [self.model.encode_messages([{"role": "user", "content": t}], chat=s.chat) for t in texts]
-        for _ in range(s.warmup):
-            for method in self.methods.values():
+        for _, temperature in ((w, t) for w in range(s.warmup) for t in sorted(set(s.temperatures))):
+            for method in self.methods.values():  # at each temperature timed: a batch search's drafters per condition
                 try:
                     if "batch" in self.rows[0]:
-                        method.run_batch(batch, max_new_tokens=s.warmup_tokens, temperature=0.0, seed=s.seed)
+                        method.run_batch(batch, max_new_tokens=s.warmup_tokens, temperature=temperature, seed=s.seed)
                     else:
-                        method.run(batch[0], max_new_tokens=s.warmup_tokens, temperature=0.0, seed=s.seed)
+                        method.run(batch[0], max_new_tokens=s.warmup_tokens, temperature=temperature, seed=s.seed)
                 except Exception:  # noqa: BLE001 - the measured run records the failure
                     pass
         longest = [m for m in self.methods.values() if m.warms_up_at_run_length and "batch" not in self.rows[0]]

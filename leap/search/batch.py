@@ -7,9 +7,9 @@ batched decoding among its arms, kept across the run's batches (:class:`~leap.co
 a list of drafters and ``num_tokens="auto"``).
 
 With a :class:`~leap.search.memory.SearchMemory`, batches are a condition of their own (its "batch" set; at T > 0
-"sampled-batch"): before the first batch the drafters it remembers losing *in batches* are left out and the best-remembered come first
-(:meth:`~leap.search.memory.SearchMemory.rank_drafters`), so the bandit tries them first; after each batch, each
-drafter's best goodput over plain's, as the bandit measured it, is what the memory learns
+"sampled-batch"): before the first batch of each, the drafters it remembers losing *in batches* are left out and the
+best-remembered come first (:meth:`~leap.search.memory.SearchMemory.rank_drafters`), so the bandit tries them first;
+after each batch, each drafter's best goodput over plain's, as the bandit measured it, is what the memory learns
 (:meth:`~leap.search.memory.SearchMemory.observe_batch`). What a single request measured is never read here.
 
 **A switch is not an arm's cost** (``first_step_setup="switch"``): a drafter that keeps a context (``lowbit``'s
@@ -77,19 +77,26 @@ class BatchSearch:
         self.options = batch_options(options, model)
         self.caps, self.loss_budget, self.screen = tuple(int(c) for c in caps), loss_budget, screen
         self.switching, self.first_step_setup = switching, first_step_setup
-        self.decoder: BatchDecoder | None = None  # made at the first batch, once the memory has ranked the options
+        self.decoder: BatchDecoder | None = None  # the batch's, made at the first batch of its condition (below)
         self.labels: list[str] = []  # the decoder's drafters, in its order
+        #: one decoder (and its labels) per condition of the memory ("batch", "sampled-batch"; "" without a memory),
+        #: each made once the memory has ranked the options for it: a run warmed up at T = 0 kept the greedy ranking
+        #: for its sampled batches
+        self.decoders: dict[str, tuple[BatchDecoder, list[str]]] = {}
 
     def _start(self, rows: int, prompt_tokens: int, temperature: float) -> None:
-        options = self.options
-        if self.memory is not None:
-            self.memory.condition(prompt_tokens, rows=rows, temperature=temperature)
-            options = self.memory.rank_drafters(options, {o.label: drafters.get(o.name).fingerprint(
-                self.model, **o.kwargs) for o in options})
-        self.decoder = BatchDecoder(self.model, [(o.name, o.kwargs) for o in options], num_tokens="auto",
-                                    caps=self.caps, loss_budget=self.loss_budget, screen=self.screen,
-                                    switching=self.switching, first_step_setup=self.first_step_setup)
-        self.labels = [o.label for o in options]
+        memory = self.memory
+        condition = "" if memory is None else memory.condition(prompt_tokens, rows=rows, temperature=temperature)
+        if condition not in self.decoders:
+            options = self.options
+            if memory is not None:
+                options = memory.rank_drafters(options, {o.label: drafters.get(o.name).fingerprint(
+                    self.model, **o.kwargs) for o in options})
+            decoder = BatchDecoder(self.model, [(o.name, o.kwargs) for o in options], num_tokens="auto",
+                                   caps=self.caps, loss_budget=self.loss_budget, screen=self.screen,
+                                   switching=self.switching, first_step_setup=self.first_step_setup)
+            self.decoders[condition] = decoder, [o.label for o in options]
+        self.decoder, self.labels = self.decoders[condition]
 
     def generate(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128, temperature: float = 0.0,
                  seed: int = 0) -> BatchOutcome:
@@ -98,8 +105,7 @@ class BatchSearch:
         if not self.options:
             raise SettingsError("none of the drafter options can draft in a batch (see BatchSearch.options); decode "
                                 "the batch plainly (BatchDecoder(model)) or name a batchable drafter (lowbit, suffix)")
-        if self.decoder is None:
-            self._start(len(prompts), max(len(p) for p in prompts), temperature)
+        self._start(len(prompts), max(len(p) for p in prompts), temperature)
         out = self.decoder.generate(prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         measured = self.decoder.goodput_over_plain(len(prompts))
         if self.memory is not None and measured:
@@ -116,5 +122,5 @@ class BatchSearch:
     def forget(self) -> None:
         """Forget what the batches so far measured (the decoder's bandits; the memory is its owner's to reset): ``leap
         bench`` calls it after its untimed warm-up (:meth:`leap.bench.methods.BenchMethod.after_warm_up`)."""
-        if self.decoder is not None:
-            self.decoder.forget()
+        for decoder, _ in self.decoders.values():
+            decoder.forget()

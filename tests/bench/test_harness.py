@@ -301,9 +301,9 @@ def test_the_drafter_search_at_batch_level_starts_from_what_its_memory_ranks(tin
     assert "2 drafters for batches" in search[0]["search_memory_at_start"]
 
 
-def _recorded_run(model, folder, batch_size: int) -> list:
+def _recorded_run(model, folder, batch_size: int, temperatures=(0.0,), calls: list | None = None) -> list:
     """A bench run of ``ar`` that logs what the harness asks of it: each call's prompts (a batch's rows one by one)
-    and ``"forget"`` where it calls ``after_warm_up``."""
+    and ``"forget"`` where it calls ``after_warm_up``; ``calls`` (if given) gets each call's temperature."""
     from leap.bench.methods import make_method
 
     log: list = []
@@ -314,19 +314,22 @@ def _recorded_run(model, folder, batch_size: int) -> list:
 
         def run(self, ids, **kw):
             log.append(list(ids))
+            (calls if calls is not None else []).append(kw["temperature"])
             return self.inner.run(ids, **kw)
 
         def run_batch(self, batch, **kw):
             log.extend(list(b) for b in batch)
+            (calls if calls is not None else []).append(kw["temperature"])
             return self.inner.run_batch(batch, **kw)
 
         def after_warm_up(self):
             log.append("forget")
+            (calls if calls is not None else []).append("forget")
 
     bench_methods.add("recording", lambda m, options: Recording(make_method("ar", m, options)))
     try:
-        Bench(model, ROWS, settings(methods=["recording"], warmup=1, batch_size=batch_size), folder,
-              progress=False).run()
+        Bench(model, ROWS, settings(methods=["recording"], warmup=1, batch_size=batch_size,
+                                    temperatures=list(temperatures)), folder, progress=False).run()
     finally:
         bench_methods.remove("recording")
     return log
@@ -353,6 +356,16 @@ def test_every_method_forgets_the_warm_up_before_its_first_timed_call(tiny_llama
     a search's timed run starts from the memory its records name. Red when the call is skipped or comes late."""
     log = _recorded_run(tiny_llama, tmp_path, batch_size)
     assert log.index("forget") == batch_size and log.count("forget") == 1 and len(log) > batch_size + 1
+
+
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_the_warm_up_runs_at_every_temperature_the_run_times(tiny_llama, tmp_path, batch_size):
+    """A method may keep state per condition (the batch search's drafters per memory set, sampled batches apart):
+    the warm-up calls every method at each of the run's temperatures before any timed call, so none is made on a
+    timed call's clock. Red when the warm-up runs at T = 0 alone."""
+    calls: list = []
+    _recorded_run(tiny_llama, tmp_path, batch_size, temperatures=(0.0, 0.8), calls=calls)
+    assert sorted(calls[: calls.index("forget")]) == [0.0, 0.8] and set(calls[calls.index("forget") + 1:]) == {0.0, 0.8}
 
 
 def test_a_method_that_compiles_per_length_is_warmed_up_at_the_runs_longest_prompt(tiny_llama, tmp_path):
