@@ -37,7 +37,7 @@ one at a time (:meth:`SearchMemory.rechecked`), so a pruned option gets a trial 
 
 **Conditions.** What wins on short prompts need not win on long ones, nor at T = 0 at T > 0 (the T = 0 batch set put
 ``lowbit`` first at T = 1, where sampled rows draft one by one and no drafter paid: 0.89 of ``lowbit-auto``,
-``docs/data/regret-xeon/b4-t1``), nor alone in a batch, so the memory keeps a set of means per condition
+``docs/data/regret-xeon-adf6f19/b4-t1``), nor alone in a batch, so the memory keeps a set of means per condition
 (:meth:`SearchMemory.condition`): prompts of fewer than ``long_prompt`` tokens (512) and the rest (0: one set), and
 batches, each at T = 0 and T > 0 (``sampled=False``: one set for both).
 Everything above reads and writes the request's set alone; the shipped prior fills each from its own prompts (the long
