@@ -209,7 +209,7 @@ class Bench:
         size = len(self.rows[0].get("batch", [None]))
         texts = [WARM_UP_PROMPTS[i % len(WARM_UP_PROMPTS)] for i in range(size)]
         batch = [self.model.encode_messages([{"role": "user", "content": t}], chat=s.chat) for t in texts]
-        for _, temperature in ((w, t) for w in range(s.warmup) for t in sorted(set(s.temperatures))):
+        for temperature in [t for _ in range(s.warmup) for t in sorted(set(s.temperatures))]:
             for method in self.methods.values():  # at each temperature timed: a batch search's drafters per condition
                 try:
                     if "batch" in self.rows[0]:

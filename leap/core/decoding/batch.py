@@ -204,7 +204,7 @@ class BatchDecoder:
         ``lowbit`` options, one low-bit runner), as :class:`~leap.search.runner.OnlineSearch` shares them across a
         request's trials; None: none made yet. Apart, each kept a llama.cpp context of its own and caught it up on
         everything the other had committed whenever the bandit switched between them (at B = 8 on the Xeon, up to 1.4 s
-        a switch in a 15 s batch)."""
+        a switch in a 13 s batch: ``experiments/2026-11-28-batch-shared-runner``)."""
         key = drafter.shared_state_key()
         return None if key is None else next((w for w, pool in enumerate(self._pools) if w != which
                                               and len(pool) >= rows and pool[0].shared_state_key() == key), None)
