@@ -16,6 +16,8 @@
 #                   (`hf-static`) and the model-free drafters beside the search
 # Usage: [CELLS='b4-t0 b8-t0'] [DEVICE=cpu|cuda] bash benchmarks/regret.sh OUT_DIR
 # On the project's 2-core CPU a B = 1 cell takes about 15 minutes, a batch cell 6-10; the whole CPU set about 70.
+# On one H200 a GPU cell took about 3 minutes, plus about a minute of calibration the first time (tools/gpu_stage.sh
+# carries the model there).
 set -euo pipefail
 out="${1:?usage: [CELLS='...'] [DEVICE=cpu|cuda] bash benchmarks/regret.sh OUT_DIR}"
 device="${DEVICE:-cpu}"

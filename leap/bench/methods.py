@@ -86,9 +86,10 @@ class BenchMethod:
     --batch-size B``) decodes several prompts together, where the method can."""
 
     name = "base"
-    #: True for a method whose first call at a longer prompt or budget compiles (transformers' static cache sizes
-    #: itself to the longest call so far and recompiles when it grows): the harness warms it up once more on a prompt
-    #: of its own as long as the longest evaluated one, at the run's ``max_new_tokens``, so that no timed call pays it
+    #: True for a method whose first call at a longer prompt or budget compiles or captures (transformers' static
+    #: cache sizes itself to the longest call so far and recompiles when it grows; leap's graph engine binds its CUDA
+    #: graphs to such a cache): the harness warms it up once more on a prompt of its own as long as the longest
+    #: evaluated one, at the run's ``max_new_tokens``, so that no timed call pays it
     warms_up_at_run_length = False
 
     def run(self, ids: list[int], *, max_new_tokens: int, temperature: float, seed: int) -> MethodResult:
@@ -131,6 +132,12 @@ class DecoderMethod(BenchMethod):
 
     def __init__(self, name: str, decoder: SelfSpecDecoder, batch: Any = None) -> None:
         self.name, self.decoder, self.batch = name, decoder, batch
+
+    @property
+    def warms_up_at_run_length(self) -> bool:
+        """On the graph engine (CUDA's default) its graphs are bound to a cache sized by the longest request so far:
+        warmed up at the run's length, no timed call binds and captures them again."""
+        return self.decoder.stack.graphs is not None
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
         out = self.decoder.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
@@ -258,6 +265,11 @@ class SearchMethod(BenchMethod):
         if self._batch is not None:
             self._batch.forget()
         self.runner.forget()
+
+    @property
+    def warms_up_at_run_length(self) -> bool:
+        """As :class:`DecoderMethod`'s: the search decodes through a decoder whose graphs a longer request re-binds."""
+        return self.runner.decoder.stack.graphs is not None
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
         if self._first:  # a new machine's first request: the memory back to the shipped prior, a new search

@@ -400,3 +400,42 @@ def test_a_method_that_compiles_per_length_is_warmed_up_at_the_runs_longest_prom
     assert (longest, 12) not in calls["plain"][:1] and len(calls["plain"]) == len(calls["compiles"]) - 1
     assert make_method("hf-static", tiny_llama).warms_up_at_run_length
     assert not make_method("hf-pld", tiny_llama).warms_up_at_run_length
+
+
+def test_on_the_graph_engine_no_timed_call_captures_a_graph(tiny_llama, tmp_path, monkeypatch):
+    """leap's methods on the graph engine (CUDA's default; here its CPU stand-in) capture every graph at the first
+    forward over a cache, and a request longer than the cache binds a bigger one and captures again: the harness's
+    warm-up at the run's length keeps every capture out of the timed calls, the longest evaluated prompt included (a
+    capture inside a search's trial would also be read as the trial's cost). Red when leap's methods do not declare
+    ``warms_up_at_run_length``."""
+    import leap.core.modeling.layers as layers
+    from leap.core.modeling.graphs import engine as graphs_module
+
+    monkeypatch.setattr(layers, "default_engine", lambda device: "graphs")
+    captures, timed = {True: 0, False: 0}, [False]
+    real_capture, real_conversation = graphs_module.capture, Bench._conversation
+
+    def capture(fn, device, pool=None):
+        captures[timed[0]] += 1
+        return real_capture(fn, device)
+
+    def conversation(self, *args, **kwargs):
+        timed[0] = True
+        try:
+            return real_conversation(self, *args, **kwargs)
+        finally:
+            timed[0] = False
+
+    monkeypatch.setattr(graphs_module, "capture", capture)
+    monkeypatch.setattr(Bench, "_conversation", conversation)
+    rows = [*ROWS, {"question_id": "q3", "category": "alpha", "turns": [" ".join(f"w{4 + i % 9}" for i in range(200))]}]
+    try:
+        Bench(tiny_llama, rows, settings(methods=["ar", "suffix", "leap-drafters"], warmup=1), tmp_path,
+              progress=False).run()
+    finally:
+        tiny_llama.info["engine"] = "eager"
+    assert captures[False] > 0 and captures[True] == 0
+    found = answers(tmp_path)
+    assert {r["method"] for r in found} == {"ar", "suffix", "leap-drafters"} and all(r["status"] == "ok" for r in found)
+    plain = {(r["question_id"], r["turn"]): r["token_ids"] for r in found if r["method"] == "ar"}
+    assert all(r["token_ids"] == plain[r["question_id"], r["turn"]] for r in found)

@@ -169,18 +169,53 @@ def test_a_fork_copies_on_its_first_write_and_leaves_the_session_alone(tiny_llam
 
 
 # ---------------------------------------------------------------- the graph engine's bookkeeping
-def test_each_layer_and_width_is_captured_once_and_checked_on_its_first_replay(tiny_llama, monkeypatch):
+def test_every_graph_is_captured_at_the_first_forward_and_never_inside_a_later_request(tiny_llama, monkeypatch):
     captured = []
     real = graphs_module.capture
     monkeypatch.setattr(graphs_module, "capture", lambda fn, device, pool=None: captured.append(1) or real(fn, device))
     decoder = SelfSpecDecoder(tiny_llama, LayerConfig.from_sets(LAYERS, skip=[2, 3]), engine="graphs")
     decoder.generate([5, 6, 7, 8, 9], max_new_tokens=20)
     engine = decoder.stack.graphs
-    first = len(captured)
-    assert first == len(engine.graphs) and engine.checked == set(engine.graphs) and not engine.broken
-    assert {w for _, w in engine.graphs} <= {1, 2, 4, 8, 16}  # widths padded to buckets
-    decoder.generate([5, 6, 7, 8, 9], max_new_tokens=20)  # a second request: the same cache, the same graphs
-    assert len(captured) <= first + 2  # only widths the first request never verified
+    every = {(i, w) for i in range(LAYERS) for w in graphs_module.WIDTHS} | {("head", w) for w in graphs_module.WIDTHS}
+    assert set(engine.graphs) == every and len(captured) == len(every)
+    assert engine.checked == every and not engine.broken
+    capacity = engine.home.capacity
+    assert capacity == graphs_module.capacity_bucket(5 + 20 + graphs_module.DRAFT_SLACK) == 256
+    longer = [5, 6, 7, 8, 9] * 8  # a longer prompt, within the same capacity: the same cache, the same graphs
+    out = decoder.generate(longer, max_new_tokens=30)
+    assert len(captured) == len(every) and engine.home.capacity == capacity
+    static = SelfSpecDecoder(tiny_llama, LayerConfig.from_sets(LAYERS, skip=[2, 3]), engine="static")
+    assert out.token_ids == static.generate(longer, max_new_tokens=30).token_ids
+    outgrown = [5, 6, 7, 8, 9] * 40  # 200 + 30 + the slack outgrows 256 slots: bound again, captured once more
+    decoder.generate(outgrown, max_new_tokens=30)
+    assert engine.home.capacity == 512 and len(captured) == 2 * len(every)
+
+
+@pytest.mark.parametrize("slots, capacity", [(1, 256), (256, 256), (257, 512), (1000, 1024), (1025, 2048)])
+def test_the_cache_capacity_is_a_power_of_two_of_at_least_256(slots, capacity):
+    assert graphs_module.capacity_bucket(slots) == capacity
+
+
+def test_capturing_again_mid_session_writes_above_the_held_entries_and_leaves_the_random_state(tiny_llama):
+    """A cache that grows mid-session is bound again and every graph captured again: those captures' random inputs
+    land above the session's entries (masked, overwritten by the next real write), and the caller's generator is
+    untouched."""
+    ids = list(range(5, 25))
+    outs = {}
+    for engine in ("static", "graphs"):
+        stack = LayerStack(tiny_llama, engine)
+        cache = stack.new_cache(24)
+        with torch.inference_mode():
+            stack.run_layers(stack.embed(ids[:10]), stack.full_plan, cache, 0)
+            if engine == "graphs":
+                stack.graphs._reset()  # as a growth would: the next forward captures everything again
+                state = torch.random.get_rng_state()
+            hidden = stack.run_layers(stack.embed(ids[10:13]), stack.full_plan, cache, 10)
+            if engine == "graphs":
+                assert stack.graphs.prepared and torch.equal(state, torch.random.get_rng_state())
+            outs[engine] = stack.logits(stack.run_layers(stack.embed(ids[13:14]), stack.full_plan, cache, 13)), hidden
+    assert torch.allclose(outs["graphs"][1], outs["static"][1], **CLOSE)
+    assert torch.allclose(outs["graphs"][0], outs["static"][0], **CLOSE)
 
 
 def test_a_replay_that_differs_from_the_eager_layer_is_dropped_said_and_decoding_stays_lossless(tiny_llama,

@@ -15,6 +15,12 @@ Before a forward the inputs are copied into those buffers; after it the host mov
 runs no Python). The final norm and the LM head are one graph per
 width too. The embedding is one kernel and runs as is.
 
+When: every graph is captured at the first forward over a cache the graphs are bound to (:meth:`LayerGraphs.prepare`:
+each layer and the head at every width, 1 to :data:`MAX_WIDTH`), never later inside a request. A capture costs
+milliseconds (the default model's 92 graphs took 0.65 s on an H200): captured lazily, each new draft or verification
+width cost a request about 0.2 s, inside the call a search times as a trial's reward. The cache's capacity is a power
+of two (:func:`capacity_bucket`), so a longer request re-binds (and captures again) only when it outgrows the bucket.
+
 What runs eagerly (and says so once): a layer with a forward hook (hooks are Python), a draft's replacement layers
 (low-bit copies), a forward that records per-layer inputs, a sliding-window model, and any cache but the engine's
 own (a probe's fork). The first replay of every graph is checked against the same function run eagerly on the same
@@ -43,7 +49,8 @@ from leap.core.modeling.direct.llama import layer_call
 from leap.core.modeling.graphs.static_cache import DRAFT_SLACK, StaticKVCache
 from leap.core.runtime.notices import say_once
 
-__all__ = ["LayerGraphs", "Replay", "WidthBuffers", "capture", "bucket", "MAX_WIDTH"]
+__all__ = ["LayerGraphs", "Replay", "WidthBuffers", "capture", "bucket", "capacity_bucket", "MAX_WIDTH",
+           "WIDTHS"]
 
 _SAID: set[str] = set()
 
@@ -56,6 +63,21 @@ def bucket(q: int) -> int:
     """The captured width a forward of ``q`` tokens is padded to: the next power of two (1, 2, 4, ..., 64), so that a
     model holds a few graphs per layer, not one per width."""
     return 1 << max(int(q) - 1, 0).bit_length()
+
+
+#: every width a graph is captured at (:func:`bucket`'s values up to :data:`MAX_WIDTH`)
+WIDTHS = tuple(1 << i for i in range(MAX_WIDTH.bit_length()))
+
+#: the smallest cache the graphs are bound to
+MIN_CAPACITY = 256
+
+
+def capacity_bucket(slots: int) -> int:
+    """The capacity a cache of ``slots`` is given: the next power of two, at least :data:`MIN_CAPACITY`. The graphs
+    are bound to the cache's buffers (the mask spans them), so a request longer than the capacity captures every graph
+    again: in powers of two that happens a few times in a process, not at every longer prompt. Attention reads the
+    whole buffer, masked: at most twice the slots a request needs."""
+    return max(MIN_CAPACITY, 1 << max(int(slots) - 1, 0).bit_length())
 
 
 def _padded_mask(stack: Any, start: int, q: int, width: int, mask: torch.Tensor | None) -> torch.Tensor | None:
@@ -128,12 +150,13 @@ class LayerGraphs:
         self._hooks: dict[int, tuple] = {}
         self.pool = torch.cuda.graph_pool_handle() if self.device.type == "cuda" else None
         self.capture_s = 0.0
+        self.prepared = False  # every graph captured over the bound cache (prepare)
 
     # ------------------------------------------------------------------ the cache the graphs are bound to
     def new_cache(self, capacity: int) -> StaticKVCache:
         """The engine's own cache when it is free (the graphs are bound to its buffers), emptied and grown to
         ``capacity`` if needed; a cache of its own (run eagerly) while an earlier one is still held."""
-        capacity = int(capacity) + DRAFT_SLACK
+        capacity = capacity_bucket(int(capacity) + DRAFT_SLACK)
         if self._holder is not None and self._holder() is not None:
             say_once("leap: graphs: a second cache was asked for while the first is in use; the second runs "
                      "eagerly", _SAID)
@@ -151,6 +174,7 @@ class LayerGraphs:
         self.graphs.clear()
         self.buffers.clear()
         self.checked.clear()
+        self.prepared = False
         self._generation = self.home.generation if self.home is not None else -1
 
     # ------------------------------------------------------------------ which forwards replay
@@ -185,22 +209,54 @@ class LayerGraphs:
         if home.generation != self._generation or (width in self.buffers
                                                     and self.buffers[width].mask.shape[-1] != home.capacity):
             self._reset()  # buffers reallocated (grown): the graphs read the old ones
+        if not self.prepared:
+            self.prepare(hidden)
+            home.begin(start, width, [index for index, _ in plan])
         bufs = self._buffers(width, hidden)
         padded = torch.cat([hidden, hidden.new_zeros(1, width - q, hidden.shape[-1])], 1) if width > q else hidden
         if positions is not None and width > q:
             top = max(int(p) for p in positions)
             positions = [*positions, *range(top + 1, top + 1 + width - q)]
-        position_ids, (cos, sin) = stack._positions(start, width, padded, positions)
-        bufs.hidden.copy_(padded)
-        bufs.position_ids.copy_(position_ids)
-        bufs.cos.copy_(cos)
-        bufs.sin.copy_(sin)
-        bufs.mask.copy_(home.pad_mask(_padded_mask(stack, start, q, width, mask), width, stack.dtype))
+        self._fill(bufs, home, start, padded, positions, _padded_mask(stack, start, q, width, mask))
         for index, passes in plan:
             for _ in range(passes):
                 self._layer(index, width, bufs, home)
                 home.layers[index].advance(start, q)
         return bufs.hidden[:, :q].clone()  # the next forward writes the buffer: a caller may keep this one
+
+    def prepare(self, like: torch.Tensor) -> None:
+        """Capture every graph now - each layer without a hook and the head, at every width of :data:`WIDTHS` - and
+        check each one's first replay against the same function run eagerly, so that no later forward over this cache
+        captures (:meth:`run` calls it at the first forward after the graphs are bound). The inputs are random (a
+        seeded generator of its own: the caller's random state is not touched) and are written above every entry the
+        cache holds, where the mask hides them until a real forward overwrites them; with no room there for the widest
+        width, the graphs are captured at their first use instead."""
+        home, stack = self.home, self.stack
+        self.prepared = True
+        start = max((layer.length for layer in home.layers), default=0)
+        if start + MAX_WIDTH > home.capacity:
+            return
+        generator = torch.Generator(device=self.device).manual_seed(0)
+        for width in WIDTHS:
+            home.begin(start, width, [])
+            bufs = self._buffers(width, like)
+            hidden = torch.randn(bufs.hidden.shape, generator=generator, device=self.device).to(bufs.hidden.dtype)
+            self._fill(bufs, home, start, hidden, None, stack._mask(start, width))
+            for index in range(stack.num_layers):
+                if not self._hooked(index):
+                    bufs.hidden.copy_(hidden)  # each layer's own random input: no chain through layers to overflow
+                    self._layer(index, width, bufs, home)
+            self.logits(hidden)
+
+    def _fill(self, bufs: WidthBuffers, home: StaticKVCache, start: int, hidden: torch.Tensor,
+              positions: Sequence[int] | None, mask: torch.Tensor | None) -> None:
+        """Copy a forward's inputs (``hidden`` padded to the width) into the width's static buffers."""
+        position_ids, (cos, sin) = self.stack._positions(start, hidden.shape[1], hidden, positions)
+        bufs.hidden.copy_(hidden)
+        bufs.position_ids.copy_(position_ids)
+        bufs.cos.copy_(cos)
+        bufs.sin.copy_(sin)
+        bufs.mask.copy_(home.pad_mask(mask, hidden.shape[1], self.stack.dtype))
 
     def _buffers(self, q: int, like: torch.Tensor) -> WidthBuffers:
         bufs = self.buffers.get(q)
@@ -304,5 +360,5 @@ class _Handle(StaticKVCache):
 
 
 def announce(graphs: LayerGraphs, model_name: str) -> None:
-    """Say once per model what capturing cost (the first forward of each width captures its graphs)."""
+    """Say once per model what capturing cost (the first forward over a cache captures every graph)."""
     print(f"leap: graphs for {model_name}: {graphs.describe()}", file=sys.stderr, flush=True)
