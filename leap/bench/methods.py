@@ -180,7 +180,7 @@ class SearchMethod(BenchMethod):
                  memory_horizon: int = 8, memory_recheck: int = 16, memory_long_prompt: int = 512,
                  memory_sampled: bool = True, budget_s: float = 0.0,
                  give_up: int | None = None, favourite_first: bool = True, abandon: float = 0.5, explore: int = 4,
-                 kin: bool = True,
+                 kin: bool = True, steady: bool = True,
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  **agent_kwargs: Any) -> None:
@@ -228,7 +228,8 @@ class SearchMethod(BenchMethod):
                                       loss_budget=options.loss_budget if loss_budget is None else float(loss_budget),
                                       steps_per_trial=steps_per_trial or options.steps_per_trial,
                                       carry_renew=bool(carry_renew), abandon=float(abandon),  # JSON: 0, true
-                                      explore=int(explore), kin=bool(kin))
+                                      explore=int(explore), kin=bool(kin),
+                                      steady=bool(steady))
             return OnlineSearch(SelfSpecDecoder(model, None, options.draft_policy, tree_verify=options.tree_verify,
                                                 low_bits=int(low_bits)), factory, settings, memory=self.memory)
 

@@ -154,6 +154,9 @@ def add_search_args(p: argparse.ArgumentParser) -> None:
                    help="a favourite that falls short of the shipped prior's mean for it (another machine's) says how "
                         "fast this machine runs its draft model: the options drafting with that model are expected "
                         "at the same shortfall (docs/search.md; the default; --no-kin: the ablation)")
+    p.add_argument("--steady", action=argparse.BooleanOptionalAction, default=True,
+                   help="a trial starts a drafter that ramps up over a request (lowbit's adaptive chain) at the pace "
+                        "it ramps up to (the default; --no-steady: at the ramp's start, the ablation)")
 
 
 def config_from_args(args: argparse.Namespace, num_layers: int):

@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
                                                                loss_budget=args.loss_budget,
                                                                favourite_first=args.favourite_first,
                                                                abandon=args.abandon, explore=args.explore,
-                                                               kin=args.kin),
+                                                               kin=args.kin, steady=args.steady),
                               memory=memory)
         searched = runner.generate(args.prompt, **settings)
         record = searched.to_dict()

@@ -147,6 +147,8 @@ class OnlineSearch:
         others = [mean for c, (mean, *_) in history.mean_rewards().items() if c != config]
         bar = s.abandon * max(others) if s.abandon and others else None
         half = (s.steps_per_trial + 1) // 2
+        if s.steady and isinstance(config, DraftChoice):  # a drafter that ramps up starts at its pace
+            self._drafter(config.drafter).steady_start()
         records = [self._step(session, config)]
         while len(records) < s.steps_per_trial and not session.done:
             if bar is not None and len(records) >= half and reward.trial(records) < bar:

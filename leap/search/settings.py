@@ -40,7 +40,9 @@ class SearchSettings:
     with a memory, the options a request tries before those it does not yet remember stop holding its search (module
     docstring; 0 = every one holds it, the ablation); ``kin``: a favourite that falls short of the shipped prior's
     mean for it says how fast this machine runs its draft model, and the options drafting with that model are
-    expected at the same shortfall (:meth:`~leap.search.memory.SearchMemory.settles`; False: the ablation)."""
+    expected at the same shortfall (:meth:`~leap.search.memory.SearchMemory.settles`; False: the ablation);
+    ``steady``: a trial starts its drafter at the pace a request's first steps ramp up to
+    (:meth:`~leap.core.drafters.base.Drafter.steady_start`; False: at the ramp's start, the ablation)."""
 
     budget: int = 40
     base_steps: int = 2
@@ -56,6 +58,7 @@ class SearchSettings:
     abandon: float = 0.5
     explore: int = 4
     kin: bool = True
+    steady: bool = True
 
     def __post_init__(self) -> None:
         if self.budget < 0 or self.base_steps < 0 or self.give_up < 0 or self.steps_per_trial < 1 \

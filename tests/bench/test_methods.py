@@ -81,7 +81,7 @@ def test_the_memorys_conditions_are_ablation_flags(tiny_llama):
     assert one.condition(5000, temperature=1.0) == "short"
 
 
-@pytest.mark.parametrize("name, ablation", [("explore", 0), ("kin", False)])
+@pytest.mark.parametrize("name, ablation", [("explore", 0), ("kin", False), ("steady", False)])
 def test_explore_and_kin_reach_the_search_settings(tiny_llama, name, ablation):
     """``explore`` and ``kin`` (``--method-arg leap-drafters:explore=0``, ``kin=false``: the ablations) reach the
     runner's settings; the defaults are the settings' (red when the method drops either)."""

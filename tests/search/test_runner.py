@@ -257,3 +257,45 @@ def test_the_runner_tells_the_memory_which_options_draft_with_one_model(tiny_lla
             assert keys["suffix"] == {None}
         else:
             assert told[-1] is None
+
+
+@pytest.mark.parametrize("steady", [True, False])
+def test_a_trial_starts_a_drafter_that_ramps_up_at_its_pace(tiny_llama, monkeypatch, steady):
+    """``steady`` (SearchSettings, default on): each trial of a ``lowbit`` option drafts its first chain at ``adapt``,
+    where a request's ramp ends, not at ``num_tokens`` (red when the runner does not call
+    :meth:`~leap.core.drafters.base.Drafter.steady_start`, or when ``lowbit``'s does nothing); off, at ``num_tokens``.
+    ``cascade`` passes it to its low-bit part. Lossless either way."""
+    from leap.core.drafters.lowbit import LowBit
+    from leap.search.drafter_space import DraftChoice
+
+    firsts, trial = {}, [None, 0]  # (trial number, label) -> the chain its first draft asked for
+    real_trial, real_propose = OnlineSearch._trial, LowBit.propose
+
+    def in_trial(self, session, config, *args):
+        trial[:] = [config.drafter.label if isinstance(config, DraftChoice) else None, trial[1] + 1]
+        try:
+            return real_trial(self, session, config, *args)
+        finally:
+            trial[0] = None
+
+    def propose(self, tokens, max_tokens):
+        if trial[0] is not None:
+            firsts.setdefault((trial[1], trial[0]), (self.chain, self.num_tokens, self.adapt))
+        return real_propose(self, tokens, max_tokens)
+
+    monkeypatch.setattr(OnlineSearch, "_trial", in_trial)
+    monkeypatch.setattr(LowBit, "propose", propose)
+    plain = SelfSpecDecoder(tiny_llama, None).generate(PROMPT, max_new_tokens=32).token_ids
+    drafters = ["lowbit:backend=torch-int8,num_tokens=2,adapt=8", "cascade:then_backend=torch-int8,then_num_tokens=3"]
+    factory = agent_factory("ucb", tiny_llama.num_layers, seed=0, drafters=drafters, drafter_settings=False)
+    runner = OnlineSearch(SelfSpecDecoder(tiny_llama, None), factory,
+                          SearchSettings(budget=6, give_up=0, min_speedup=0.0, abandon=0.0, steady=steady))
+    assert runner.generate(PROMPT, max_new_tokens=32).generation.token_ids == plain
+    assert {label.split(":")[0] for _, label in firsts} == {"lowbit", "cascade"}
+    seen = set()
+    for (_, label), (chain, num_tokens, adapt) in sorted(firsts.items()):
+        if steady:  # every trial
+            assert chain == adapt > num_tokens
+        elif label not in seen:  # an option's first trial in the request (a later one goes on where it left off)
+            assert chain == num_tokens < adapt
+        seen.add(label)

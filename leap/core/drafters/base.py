@@ -251,6 +251,14 @@ class Drafter:
     def finish(self, tokens: Sequence[int]) -> None:
         """The request ended with ``tokens`` (prompt + output)."""
 
+    def steady_start(self) -> None:
+        """A search is about to time a trial of this drafter, a few steps long
+        (:meth:`leap.search.runner.OnlineSearch._trial`, after the drafter has joined the request): a drafter whose pace
+        ramps up over a request's first steps (an adaptive draft length) starts where the ramp ends, so that the trial
+        reads its pace, not its ramp (``lowbit``'s chain grows by 2 a step accepted whole, from ``num_tokens`` to
+        ``adapt``: a 4-step trial at 6 drafted 6, 8, 10 and 12 tokens where the request went on at 16). The base has
+        no ramp."""
+
 
 drafters: Registry[type[Drafter]] = Registry("drafter", "leap.drafters", ("leap.core.drafters", "leap.heads.drafter",
                                                                                  "leap.heads.exit_drafter"))

@@ -267,3 +267,7 @@ class Cascade(Drafter):
     def finish(self, tokens: Sequence[int]) -> None:
         for d in self.parts:
             d.finish(tokens)
+
+    def steady_start(self) -> None:
+        for d in self.parts:
+            d.steady_start()

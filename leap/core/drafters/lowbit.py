@@ -137,8 +137,7 @@ class LowBit(Drafter):
             raise SettingsError("lowbit: width >= 1, trunk >= 0, branches >= 1 and branch_len >= 1")
         if int(window) < 0:
             raise SettingsError(f"lowbit: window must be >= 0 (0: the whole prompt), got {window}")
-        self.window = int(window)
-        self.handoff = bool(handoff)
+        self.window, self.handoff = int(window), bool(handoff)
         if pre not in PRE:
             raise SettingsError(f"lowbit: unknown pre {pre!r}; choose one of {', '.join(PRE)}")
         if int(pre_tokens) < 1:
@@ -150,9 +149,8 @@ class LowBit(Drafter):
         self.guessed = self.guessed_kept = 0  # the first level's guesses this request, and how many the draft kept
         self._prompt_kv = None  # the target's keys and values of the prompt, between use_prompt_kv and begin
         self._start = 0  # where the draft's context begins in this request's tokens (window > 0: the prompt's tail)
-        self.shape = shape
-        self.skeleton = (sibling_shape(num_tokens, width) if shape == "siblings"
-                         else delayed_shape(trunk, branches, branch_len) if shape == "delayed" else None)
+        self.shape, self.skeleton = shape, (sibling_shape(num_tokens, width) if shape == "siblings"
+                                            else delayed_shape(trunk, branches, branch_len) if shape == "delayed" else None)
         self.tree_nodes = len(self.skeleton) if self.skeleton else 0
         if not 0.0 <= min_confidence < 1.0:
             raise SettingsError(f"lowbit: min_confidence must be in [0, 1), got {min_confidence}")
@@ -162,16 +160,14 @@ class LowBit(Drafter):
             raise SettingsError(f"lowbit: adapt (the longest chain) must be 0 (off) or >= num_tokens, got {adapt}")
         self.adapt = int(adapt)
         self.chain = self.num_tokens  # this step's chain length: num_tokens, or adapted within [num_tokens, adapt]
-        self.min_confidence = float(min_confidence)
         if int(top_k) < 0:
             raise SettingsError(f"lowbit: top_k must be >= 0 (0: the whole vocabulary), got {top_k}")
-        self.top_k = int(top_k)
+        self.min_confidence, self.top_k = float(min_confidence), int(top_k)
         if quant not in QUANTS:
             raise SettingsError(f"lowbit: unknown quant {quant!r}; choose one of {', '.join(QUANTS)}")
         self.runner_args = dict(backend=backend, gguf=gguf, threads=threads, n_ctx=n_ctx, quant=quant)
         self.runner: LowBitRunner | None = runner  # a runner given here is used as is (any model)
-        self._model_id: int | None = None
-        self._fixed = runner is not None
+        self._model_id, self._fixed = None, runner is not None  # the model the runner was made for; a given runner
         self.settings = SamplingSettings(0.0, 1.0)
 
     @classmethod
@@ -374,6 +370,10 @@ class LowBit(Drafter):
             self.chain = min(self.chain + 2, self.adapt)
         elif accepted < drafted:
             self.chain = max(self.num_tokens, (self.chain + accepted + 1) // 2)
+
+    def steady_start(self) -> None:
+        """The chain starts at ``adapt``, where a request's ramp (+2 a step accepted whole) ends; cut, it shrinks."""
+        self.chain = self.adapt or self.num_tokens
 
     # ------------------------------------------------------------------ trees
     def _entry(self, tokens: Sequence[int], sampled: bool):
