@@ -53,7 +53,7 @@ for cell in ${CELLS:-$default_cells}; do
                 --device cuda --dtype bfloat16 --num-prompts 1 --temperature 0 "${common[@]}" --out "$out/$cell" ;;
         gpu-b4-t0)
             # shellcheck disable=SC2046
-            leap bench --batch-size 4 --methods "ar,suffix-auto=suffix,prompt-lookup-auto=prompt-lookup,$(IFS=,; echo "${search[*]}")" \
+            leap bench --batch-size 4 --methods "ar,hf-static,suffix-auto=suffix,prompt-lookup-auto=prompt-lookup,$(IFS=,; echo "${search[*]}")" \
                 $(auto suffix-auto prompt-lookup-auto) "${prior[@]}" --device cuda --dtype bfloat16 --num-prompts 2 \
                 --temperature 0 "${common[@]}" --out "$out/$cell" ;;
         *) echo "regret.sh: unknown cell $cell (main-job b1-t0 b1-t1 b4-t0 b8-t0 b4-t1 long-t0 gpu-b1-t0 gpu-b4-t0)" >&2; exit 2 ;;

@@ -218,24 +218,29 @@ class Bench:
                         method.run(batch[0], max_new_tokens=s.warmup_tokens, temperature=temperature, seed=s.seed)
                 except Exception:  # noqa: BLE001 - the measured run records the failure
                     pass
-        longest = [m for m in self.methods.values() if m.warms_up_at_run_length and "batch" not in self.rows[0]]
+        longest = [m for m in self.methods.values() if m.warms_up_at_run_length]
         if longest and s.warmup:
-            self._warm_up_at_run_length(longest, batch[0])
+            self._warm_up_at_run_length(longest, batch[0], size)
         for method in self.methods.values():  # what the warm-up taught a search is not what its records name
             method.after_warm_up()
 
-    def _warm_up_at_run_length(self, methods: list[BenchMethod], own: list[int]) -> None:
+    def _warm_up_at_run_length(self, methods: list[BenchMethod], own: list[int], size: int) -> None:
         """One more untimed call of each of ``methods`` (``BenchMethod.warms_up_at_run_length``: hf-static, whose
-        compiled step is sized by the longest call so far): the harness's own prompt repeated to the length of the
-        longest evaluated first turn, at the run's ``max_new_tokens``. Only the evaluated prompts' lengths are read,
-        never their text; a later turn longer than every first turn can still cost one compilation."""
+        compiled step is sized by the longest call so far; leap's methods on the graph engine, whose graphs are bound
+        to such a cache): the harness's own prompt repeated to the length of the longest evaluated first turn, at the
+        run's ``max_new_tokens``; in a batch run, a batch of ``size`` such rows. Only the evaluated prompts' lengths are
+        read, never their text; a later turn longer than every first turn can still cost one compilation."""
         s = self.settings
-        length = max(len(self.model.encode_messages([{"role": "user", "content": row["turns"][0]}], chat=s.chat))
-                     for row in self.rows if row.get("turns"))
+        members = [m for row in self.rows for m in row.get("batch", [row])]
+        length = max(len(self.model.encode_messages([{"role": "user", "content": m["turns"][0]}], chat=s.chat))
+                     for m in members if m.get("turns"))
         ids = (own * (length // len(own) + 1))[:length]
         for method in methods:
             try:
-                method.run(ids, max_new_tokens=s.max_new_tokens, temperature=0.0, seed=s.seed)
+                if "batch" in self.rows[0]:
+                    method.run_batch([ids] * size, max_new_tokens=s.max_new_tokens, temperature=0.0, seed=s.seed)
+                else:
+                    method.run(ids, max_new_tokens=s.max_new_tokens, temperature=0.0, seed=s.seed)
             except Exception:  # noqa: BLE001 - the measured run records the failure
                 pass
 

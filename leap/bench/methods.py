@@ -22,7 +22,8 @@ Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VA
 
 Batches (``leap bench --batch-size B``): :meth:`BenchMethod.run_batch`; ``ar``, the drafters without layers and
 ``layer-skip`` with its ``config`` (:class:`leap.core.decoding.batch.BatchDecoder`; ``batch_cap=N|auto``, auto: a
-goodput bandit over caps) and ``leap-drafters`` (:meth:`SearchMethod.run_batch`) can; the others refuse, on record.
+goodput bandit over caps), ``leap-drafters`` (:meth:`SearchMethod.run_batch`) and transformers' plain ``hf-ar`` and
+``hf-static`` (:meth:`leap.bench.peers.TransformersPeer.run_batch`) can; the others refuse, on record.
 """
 
 from __future__ import annotations

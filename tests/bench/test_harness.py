@@ -368,10 +368,11 @@ def test_the_warm_up_runs_at_every_temperature_the_run_times(tiny_llama, tmp_pat
     assert sorted(calls[: calls.index("forget")]) == [0.0, 0.8] and set(calls[calls.index("forget") + 1:]) == {0.0, 0.8}
 
 
-def test_a_method_that_compiles_per_length_is_warmed_up_at_the_runs_longest_prompt(tiny_llama, tmp_path):
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_a_method_that_compiles_per_length_is_warmed_up_at_the_runs_longest_prompt(tiny_llama, tmp_path, batch_size):
     """hf-static's static cache is sized by the longest call so far and recompiles when it grows: one untimed call at
-    the longest evaluated first turn's length and the run's max_new_tokens keeps that out of every timed call; on the
-    harness's own text, and only for methods that declare it."""
+    the longest evaluated first turn's length and the run's max_new_tokens keeps that out of every timed call (in a
+    batch run, a batch of such rows); on the harness's own text, and only for methods that declare it."""
     from leap.bench.harness import WARM_UP_PROMPTS
     from leap.bench.methods import make_method
 
@@ -385,11 +386,16 @@ def test_a_method_that_compiles_per_length_is_warmed_up_at_the_runs_longest_prom
             calls[self.label].append((len(ids), kw["max_new_tokens"]))
             return self.inner.run(ids, **kw)
 
+        def run_batch(self, batch, **kw):
+            calls[self.label].append((max(len(b) for b in batch), kw["max_new_tokens"]))
+            return self.inner.run_batch(batch, **kw)
+
     bench_methods.add("compiles", lambda model, options: Recording(make_method("ar", model, options), "compiles", True))
     bench_methods.add("plain", lambda model, options: Recording(make_method("ar", model, options), "plain", False))
     rows = [*ROWS, {"question_id": "q3", "category": "alpha", "turns": [" ".join(f"w{4 + i % 9}" for i in range(40))]}]
     try:
-        Bench(tiny_llama, rows, settings(methods=["compiles", "plain"], warmup=1), tmp_path, progress=False).run()
+        Bench(tiny_llama, rows, settings(methods=["compiles", "plain"], warmup=1, batch_size=batch_size), tmp_path,
+              progress=False).run()
     finally:
         bench_methods.remove("compiles")
         bench_methods.remove("plain")

@@ -179,10 +179,33 @@ def test_every_method_that_decodes_batches_gives_each_row_its_plain_decoding(nam
 
 
 def test_methods_that_cannot_batch_say_so(tiny_llama):
-    for name in ("leap", "layer-skip", "hf-ar"):
+    for name in ("leap", "layer-skip", "hf-pld"):  # hf-pld: transformers' assisted generation takes one sequence
         kwargs = {"config": "skip=2;low=3"} if name == "layer-skip" else {}  # low-precision layers do not batch
         with pytest.raises(SettingsError, match="one request at a time"):
             make_method(name, tiny_llama, **kwargs).run_batch([PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
+
+
+@pytest.mark.parametrize("name", ["hf-ar", "hf-static"])
+def test_transformers_plain_peers_decode_each_row_of_a_batch_as_alone(tiny_llama, name):
+    """``hf-ar`` and ``hf-static`` batch (``leap bench --batch-size B``, the baseline a GPU user has at B > 1): one
+    left-padded ``generate``, each row's tokens what the row alone decodes, cut at its own EOS (the tiny model's EOS
+    ends rows at different lengths; red without the attention mask, which tells a prompt's token 0 from padding, or
+    the cut)."""
+    from leap.core import SelfSpecDecoder
+    from tests.tiny import tiny_model
+
+    model = tiny_model("llama", eos_token_id=None)
+    prompts = [PROMPT, [0, *PROMPT[:3]], [7, 8, 9, 10, 11, 12, 13]]  # a real token 0: the pad id, not padding
+    free = make_method(name, model).run(prompts[0], max_new_tokens=24, temperature=0.0, seed=0).token_ids
+    i = next(i for i in range(3, 24) if free[i] not in free[:i])  # a token first seen mid-way: the first row's EOS
+    model.config.eos_token_id = model.hf_model.generation_config.eos_token_id = free[i]
+    method = make_method(name, model)
+    res = method.run_batch(prompts, max_new_tokens=24, temperature=0.0, seed=0)
+    alone = [method.run(p, max_new_tokens=24, temperature=0.0, seed=0).token_ids for p in prompts]
+    assert alone[0] == free[: i + 1] and len({len(row) for row in alone}) > 1
+    assert alone[1] == SelfSpecDecoder(model, None).generate(prompts[1], max_new_tokens=24).token_ids  # 0 attended
+    assert res.extra["row_token_ids"] == alone and res.token_ids == [t for row in alone for t in row]
+    assert res.extra["row_new_tokens"] == [len(row) for row in alone]
 
 
 def test_the_drafter_searchs_batch_flags_reach_its_batch_decoder(tiny_llama):
