@@ -158,6 +158,7 @@ class Bench:
             self.methods[label] = make_method(name.strip() or label, model, settings.options,
                                               **settings.method_args.get(label, {}))
         self._totals: dict[tuple[str, float], list[float]] = {}
+        self._divergence_stack: Any = None  # the plain model's layers, made at the first divergence (_margin)
 
     # ------------------------------------------------------------------ the run
     def run(self) -> RecordFile:
@@ -301,7 +302,23 @@ class Bench:
             if ref is not None:
                 mismatch = first_mismatch(res.token_ids, ref["token_ids"])
                 rec["lossless"], rec["first_mismatch"] = mismatch is None, mismatch
+                if mismatch is not None and members is None and self.model.dtype != torch.float32:
+                    rec["divergence_margin"] = self._margin(ids, ref["token_ids"], res.token_ids)
         return rec
+
+    def _margin(self, prompt: list[int], reference: list[int], tokens: list[int]) -> float | None:
+        """Plain decoding's top-2 logit margin where ``tokens`` first leave ``reference`` (after the clock stopped):
+        outside float32 a verification sums in another order than a one-token step, and at a near-tie the two pick
+        different tokens - rounding, reported with its margin (:mod:`leap.core.verify.divergence`)."""
+        from leap.core.modeling.layers import LayerStack
+        from leap.core.verify.divergence import first_divergence
+
+        try:
+            self._divergence_stack = self._divergence_stack or LayerStack(self.model)
+            found = first_divergence(self.model, prompt, reference, tokens, stack=self._divergence_stack)
+        except Exception:  # noqa: BLE001 - a margin is a report's detail, never a reason to lose the record
+            return None
+        return None if found is None else round(float(found["margin"]), 4)
 
     def _postfix(self, name: str, category: str, temperature: float, rec: dict) -> str:
         if rec["status"] == "ok":

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import io
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -141,6 +142,20 @@ def busy_warning(records: Sequence[dict[str, Any]]) -> str:
     return (f"WARNING: plain decoding ran over 3x slower per token than its median on {len(busy)} prompt(s) "
             f"({names}): the machine was busy then, and every ratio on those prompts is wrong - rerun on a quiet "
             "machine (a fresh --out folder)\n")
+
+
+def divergence_note(records: Sequence[dict[str, Any]]) -> str:
+    """Outside float32 (``divergence_margin`` in the records, :mod:`leap.core.verify.divergence`): per method, how many
+    greedy outputs left plain decoding's and plain decoding's top-2 logit margin where each first did ("" when none)."""
+    margins: dict[str, list[float]] = {}
+    for r in records:
+        if r.get("kind") == "answer" and r.get("divergence_margin") is not None:
+            margins.setdefault(r["method"], []).append(float(r["divergence_margin"]))
+    if not margins:
+        return ""
+    parts = [f"`{m}` {len(v)} (median {statistics.median(v):.3g}, max {max(v):.3g})" for m, v in margins.items()]
+    return ("Outputs that left plain decoding's, and plain decoding's top-2 logit margin where each first did "
+            "(rounding at a near-tie outside float32): " + "; ".join(parts) + "\n")
 
 
 def _fmt(x: float, spec: str) -> str:

@@ -26,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from leap.bench.records import read_records, settings_conflict
-    from leap.bench.report import busy_warning, plot_early_speedup, plot_speedup, summarise, table1_markdown, table2_markdown, to_csv
+    from leap.bench.report import (busy_warning, divergence_note, plot_early_speedup, plot_speedup, summarise,
+                                   table1_markdown, table2_markdown, to_csv)
 
     from leap.core.runtime.provenance import check_single_commit
 
@@ -71,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         print(table1_markdown(rows))
         print("Table 2 (ablations)\n")
         print(table2_markdown(rows))
+        if (note := divergence_note(records)):
+            print(note)
     if args.plot:
         folder = Path(args.folder)
         folder = folder if folder.is_dir() else folder.parent

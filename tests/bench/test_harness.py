@@ -445,3 +445,45 @@ def test_on_the_graph_engine_no_timed_call_captures_a_graph(tiny_llama, tmp_path
     assert {r["method"] for r in found} == {"ar", "suffix", "leap-drafters"} and all(r["status"] == "ok" for r in found)
     plain = {(r["question_id"], r["turn"]): r["token_ids"] for r in found if r["method"] == "ar"}
     assert all(r["token_ids"] == plain[r["question_id"], r["turn"]] for r in found)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_outside_float32_a_divergence_is_recorded_with_plain_decodings_margin(tmp_path, dtype):
+    """Outside float32 a greedy output that leaves plain decoding's is rounding at a near-tie, reported with plain
+    decoding's top-2 logit margin where it first left (``divergence_margin``, :func:`first_divergence`), and the
+    report says so; in float32 a divergence is a bug and no margin excuses it. A planted method changes token 4 (red
+    when the harness records no margin, or records one in float32)."""
+    import torch
+
+    from leap.bench.methods import make_method
+    from leap.bench.report import divergence_note
+    from leap.core.modeling.model import wrap_model
+    from leap.core.verify.divergence import first_divergence
+    from tests.tiny import tiny_hf_model, tiny_tokenizer
+
+    model = wrap_model(tiny_hf_model("llama", eos_token_id=None).to(getattr(torch, dtype)), tiny_tokenizer(False),
+                       name="tiny-llama")
+
+    class Planted(BenchMethod):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def run(self, ids, **kw):
+            res = self.inner.run(ids, **kw)
+            res.token_ids[4] = (res.token_ids[4] + 1) % model.vocab_size
+            return res
+
+    bench_methods.add("planted", lambda m, options: Planted(make_method("ar", m, options)))
+    try:
+        Bench(model, ROWS[1:], settings(methods=["ar", "planted"]), tmp_path, progress=False).run()
+    finally:
+        bench_methods.remove("planted")
+    found = {r["method"]: r for r in answers(tmp_path)}
+    assert found["planted"]["first_mismatch"] == 4 and not found["planted"]["lossless"]
+    if dtype == "float32":
+        assert "divergence_margin" not in found["planted"] and divergence_note(answers(tmp_path)) == ""
+        return
+    prompt = model.encode_messages([{"role": "user", "content": ROWS[1]["turns"][0]}], chat=False)
+    expected = first_divergence(model, prompt, found["ar"]["token_ids"], found["planted"]["token_ids"])["margin"]
+    assert found["planted"]["divergence_margin"] == pytest.approx(expected, abs=1e-3) and expected >= 0
+    assert "`planted` 1 (median" in divergence_note(answers(tmp_path))
