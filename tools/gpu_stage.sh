@@ -10,8 +10,7 @@
 #   call 2:        carry [".gpu/part2"]:          bash tools/gpu_stage.sh stage 2
 #   call 3:        leap/data/heads back in the tree (the drafter search's eagle and exit-head options read it),
 #                  carry [".gpu/part3", ...]:     bash tools/gpu_stage.sh join; then the benchmark
-#                  (PARTS=real bash benchmarks/gpu_graphs.sh, or DEVICE=cuda bash benchmarks/regret.sh OUT with a
-#                  `leap` on PATH: gpu_env.sh puts one in /tmp/bin)
+#                  (bash benchmarks/gpu_regret.sh, which joins too; or PARTS=real bash benchmarks/gpu_graphs.sh)
 set -eu
 case "$1" in
   split) mkdir -p .gpu; mkdir -p .git/info; grep -qxF /.gpu/ .git/info/exclude 2>/dev/null || echo /.gpu/ >> .git/info/exclude
