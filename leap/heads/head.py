@@ -30,6 +30,7 @@ one; :func:`save_head` / :func:`load_head` store it as safetensors with a JSON r
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from pathlib import Path
@@ -40,6 +41,7 @@ from torch import nn
 
 from leap.core.errors import SettingsError
 from leap.core.modeling.hf_interface import call_layer
+from leap.core.modeling.kv_cache import eager_attention
 from leap.core.modeling.layers import causal_mask
 
 __all__ = ["FeatureHead", "save_head", "load_head", "causal_mask"]
@@ -110,8 +112,9 @@ class FeatureHead(nn.Module):
         :class:`~leap.core.modeling.kv_cache.LeapKVCache`) the ``q`` rows extend it (drafting); without,
         a causal pass over whole sequences (training). Returns predicted features ``[B, q, H]``."""
         x = self.fc(torch.cat([features, self.embed_norm(embeds)], dim=-1))
-        out = call_layer(self.layer, x, cache=cache, attention_mask=attention_mask, position_ids=position_ids,
-                         position_embeddings=position_embeddings, leap_layerwise=cache is not None)
+        with eager_attention(x.device) if cache is not None else contextlib.nullcontext():  # a key length per step
+            out = call_layer(self.layer, x, cache=cache, attention_mask=attention_mask, position_ids=position_ids,
+                             position_embeddings=position_embeddings, leap_layerwise=cache is not None)
         return self.norm(out)
 
 

@@ -186,3 +186,36 @@ def test_a_head_that_learnt_nothing_is_warned_about():
     assert "learnt nothing" in head_warning({"heldout_top1_untrained": 0.2, "history": [{"heldout_top1": 0.1}]})
     assert "untested" in head_warning({"history": []})
     assert head_warning({"heldout_top1_untrained": 0.05, "history": [{"heldout_top1": 0.45}]}) is None
+
+
+def test_a_heads_drafting_attention_runs_under_eager_attention(tiny_llama, monkeypatch):
+    """Drafting extends the head's cache by a key per step: on CUDA its attention leaves cuDNN out, like the
+    stack's eager forwards (leap.core.modeling.kv_cache.eager_attention); training (no cache) is left alone."""
+    import contextlib
+
+    import leap.heads.head as head_module
+
+    inside, entered = [], []
+
+    @contextlib.contextmanager
+    def recording(device):
+        entered.append(torch.device(device).type)
+        inside.append(True)
+        try:
+            yield
+        finally:
+            inside.pop()
+
+    real = head_module.call_layer
+    seen = []
+
+    def checked(*args, cache=None, **kwargs):
+        seen.append((cache is not None, bool(inside)))
+        return real(*args, cache=cache, **kwargs)
+
+    monkeypatch.setattr(head_module, "eager_attention", recording)
+    monkeypatch.setattr(head_module, "call_layer", checked)
+    spec = SelfSpecDecoder(tiny_llama, None, drafter=Eagle(num_tokens=3, head="untrained"))
+    spec.generate([5, 6, 7, 8, 9, 10], max_new_tokens=12)
+    drafting = [under for cached, under in seen if cached]
+    assert drafting and all(drafting) and set(entered) == {"cpu"}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from leap.core.modeling.direct.llama import layer_call
-from leap.core.modeling.kv_cache import LeapKVCache
+from leap.core.modeling.kv_cache import LeapKVCache, eager_attention
 from leap.core.modeling.layers import LayerPlan, LayerStack
 
 __all__ = ["BatchRow", "BatchOutcome", "BatchState"]
@@ -100,13 +100,14 @@ class BatchState:
         mask = self._additive(allowed)
         hidden = model.embed_tokens(ids)
         position_embeddings = model.rotary_emb(hidden, position_ids=positions)
-        for index, passes in plan:
-            for p in range(passes):
-                if p:  # REPEAT: the second pass replaces the first pass's cache entries
-                    self.cache.layers[index].crop(-q)
-                hidden = layer_call(model.layers[index], hidden, cache=self.cache, attention_mask=mask,
-                                    position_ids=positions, position_embeddings=position_embeddings,
-                                    leap_window_mask=window_mask)
+        with eager_attention(stack.device):  # the key length changes every step: no cuDNN plan per shape on CUDA
+            for index, passes in plan:
+                for p in range(passes):
+                    if p:  # REPEAT: the second pass replaces the first pass's cache entries
+                        self.cache.layers[index].crop(-q)
+                    hidden = layer_call(model.layers[index], hidden, cache=self.cache, attention_mask=mask,
+                                        position_ids=positions, position_embeddings=position_embeddings,
+                                        leap_window_mask=window_mask)
         return hidden
 
     def prefill(self, prompts: Sequence[Sequence[int]]) -> list:

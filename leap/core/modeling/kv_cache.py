@@ -28,19 +28,32 @@ Forks (:meth:`LeapKVCache.fork`, used by :class:`leap.core.modeling.probe.Contex
 the parent's buffers up to a length and copy them on their first append (copy on write), so
 evaluations on a fork never touch the session's cache.
 
+Eager attention on CUDA (:func:`eager_attention`): PyTorch picks cuDNN's attention for a masked bfloat16 SDPA on an
+H100 or H200, and cuDNN builds an execution plan for every new shape - on one H200 about 75 ms, where the step itself
+takes 20 (``python experiments/2026-11-28-gpu-regret/batch_plain_probe.py cuda smollm2-135m``: a batch of four's first
+64 steps at new key lengths 94 ms a step, the same steps again 19.5; without cuDNN's attention 28.7 the first time and
+25 again). An eager forward's key length grows every step, so nearly every step built a plan. Eager forwards therefore
+run with the other kernels (flash, memory-efficient, math); graph captures (fixed shapes, planned once) keep cuDNN.
+``LEAP_CUDNN_ATTENTION=1`` is the ablation.
+
 Who calls what: :meth:`leap.core.modeling.layers.LayerStack.new_cache` builds a :class:`LeapKVCache`;
-:func:`leap.core.modeling.model.wrap_model` calls :func:`install_attention`.
+:func:`leap.core.modeling.model.wrap_model` calls :func:`install_attention`;
+:meth:`~leap.core.modeling.layers.LayerStack.run_layers` (its eager branch) and
+:class:`~leap.core.decoding.batch_state.BatchState` run their layers under :func:`eager_attention`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Sequence
 
 import torch
 
 from leap.core.modeling.hf_interface import register_attention, sdpa_attention_forward
 
-__all__ = ["KVLayer", "LeapKVCache", "PromptKV", "leap_sdpa_attention", "install_attention", "ATTENTION_NAME"]
+__all__ = ["KVLayer", "LeapKVCache", "PromptKV", "leap_sdpa_attention", "install_attention", "ATTENTION_NAME",
+           "eager_attention"]
 
 ATTENTION_NAME = "leap_sdpa"
 
@@ -290,3 +303,14 @@ def install_attention(hf_model: torch.nn.Module) -> bool:
         if sub_config is not None and getattr(sub_config, "_attn_implementation", None) == "sdpa":
             sub_config._attn_implementation = ATTENTION_NAME
     return True
+
+
+def eager_attention(device: torch.device | str) -> contextlib.AbstractContextManager:
+    """The SDPA kernels an eager forward on ``device`` may use (module docstring): on CUDA every kernel but cuDNN's,
+    whose per-shape plan costs more than the step at shapes that change every step; elsewhere, or with
+    ``LEAP_CUDNN_ATTENTION=1``, whatever PyTorch picks."""
+    if torch.device(device).type != "cuda" or os.environ.get("LEAP_CUDNN_ATTENTION") == "1":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])

@@ -33,7 +33,7 @@ from leap.core.runtime.device import StepClock, wall_clock
 from leap.core.modeling.hf_interface import (TESTED_RANGE, cache_keyword, call_layer, register_attention,
                                              transformers_version)
 from leap.core.modeling.direct.llama import exact_difference, layer_call, takes
-from leap.core.modeling.kv_cache import ATTENTION_NAME, LeapKVCache, leap_sdpa_attention
+from leap.core.modeling.kv_cache import ATTENTION_NAME, LeapKVCache, eager_attention, leap_sdpa_attention
 from leap.core.modeling.graphs.engine import LayerGraphs
 from leap.core.modeling.graphs.static_cache import DRAFT_SLACK, StaticKVCache
 from leap.core.modeling.model import LeapModel
@@ -197,23 +197,24 @@ class LayerStack:
             window_mask = cache.pad_mask(window_mask, q, self.dtype)
         mask = cache.pad_mask(self._mask(start, q) if mask is None else mask, q, self.dtype)
         layers = self.model.layers
-        for index, passes in plan:
-            if record is not None:
-                record[index] = hidden
-            layer = replace[index] if replace and index in replace else layers[index]
-            for p in range(passes):
-                if p:  # REPEAT: the second pass replaces the first pass's cache entries
-                    cache.layers[index].crop(-q)
-                hidden = layer_call(  # leap.core.modeling.direct: Llama layers as operators, others via transformers
-                    layer,
-                    hidden,
-                    cache=cache,
-                    attention_mask=mask,
-                    position_ids=position_ids,
-                    position_embeddings=position_embeddings,
-                    leap_window_mask=window_mask,  # used by layers that declare a sliding window
-                )
-                cache.layers[index].advance(start, q)
+        with eager_attention(self.device):  # no cuDNN attention on CUDA: a plan per shape (kv_cache's docstring)
+            for index, passes in plan:
+                if record is not None:
+                    record[index] = hidden
+                layer = replace[index] if replace and index in replace else layers[index]
+                for p in range(passes):
+                    if p:  # REPEAT: the second pass replaces the first pass's cache entries
+                        cache.layers[index].crop(-q)
+                    hidden = layer_call(  # leap.core.modeling.direct: Llama layers as operators, others transformers'
+                        layer,
+                        hidden,
+                        cache=cache,
+                        attention_mask=mask,
+                        position_ids=position_ids,
+                        position_embeddings=position_embeddings,
+                        leap_window_mask=window_mask,  # used by layers that declare a sliding window
+                    )
+                    cache.layers[index].advance(start, q)
         return hidden
 
     def logits(self, hidden: torch.Tensor, head: torch.nn.Module | None = None) -> torch.Tensor:

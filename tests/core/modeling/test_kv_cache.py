@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leap.core.modeling.kv_cache import ATTENTION_NAME, KVLayer, LeapKVCache
+from leap.core.modeling.kv_cache import ATTENTION_NAME, KVLayer, LeapKVCache, eager_attention
 from leap.core.modeling.layers import LayerStack
 
 
@@ -86,3 +88,57 @@ def test_layerwise_forward_matches_transformers_forward(tiny_any, prompt, q):
         ours = stack.logits(stack.run_layers(stack.embed(ids[len(prompt):]), stack.full_plan, cache, len(prompt)))
         theirs = tiny_any.hf_model(torch.tensor([ids])).logits[0, len(prompt):].float()
     assert torch.allclose(ours, theirs, atol=1e-4, rtol=1e-4)
+
+
+def test_eager_attention_leaves_cudnn_out_on_cuda_only(monkeypatch):
+    """On CUDA an eager forward's SDPA may not pick cuDNN's attention (a plan per shape costs more than the step);
+    elsewhere, and with the LEAP_CUDNN_ATTENTION=1 ablation, PyTorch's choice is left alone; on exit it is restored."""
+    monkeypatch.delenv("LEAP_CUDNN_ATTENTION", raising=False)
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    with eager_attention(torch.device("cuda")):
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+        assert torch.backends.cuda.math_sdp_enabled()
+    assert torch.backends.cuda.cudnn_sdp_enabled() == before
+    for device in ("cpu", torch.device("cpu")):
+        with eager_attention(device):
+            assert torch.backends.cuda.cudnn_sdp_enabled() == before
+    monkeypatch.setenv("LEAP_CUDNN_ATTENTION", "1")
+    with eager_attention("cuda"):
+        assert torch.backends.cuda.cudnn_sdp_enabled() == before
+
+
+def test_eager_forwards_run_their_layers_under_eager_attention(tiny_llama, monkeypatch):
+    """LayerStack.run_layers' eager branch and a batch's forward call every layer inside eager_attention (of the
+    stack's device), so no eager forward on CUDA builds a cuDNN plan per key length."""
+    from leap.core.decoding import batch_state
+    from leap.core.decoding.batch import BatchDecoder
+    from leap.core.modeling import layers as layers_module
+
+    inside, calls = [], []
+
+    @contextlib.contextmanager
+    def recording(device):
+        calls.append(torch.device(device).type)
+        inside.append(True)
+        try:
+            yield
+        finally:
+            inside.pop()
+
+    def checked(module):
+        real = module.layer_call
+
+        def call(*args, **kwargs):
+            assert inside, f"a layer ran outside eager_attention ({module.__name__})"
+            return real(*args, **kwargs)
+        return call
+
+    for module in (layers_module, batch_state):
+        monkeypatch.setattr(module, "eager_attention", recording)
+        monkeypatch.setattr(module, "layer_call", checked(module))
+    stack = LayerStack(tiny_llama)
+    with torch.inference_mode():
+        stack.run_layers(stack.embed([5, 9, 14]), stack.full_plan, stack.new_cache(), 0)
+    BatchDecoder(tiny_llama).generate([[5, 9, 14], [3, 8, 2, 7]], max_new_tokens=4)
+    assert len(calls) >= 4 + 2 and set(calls) == {"cpu"}  # the stack's prefill and steps, the batch's
