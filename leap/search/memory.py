@@ -23,24 +23,20 @@ on evaluation prompts in an earlier run scores them again); ``--no-memory`` is t
 Spec-Bench) where its device type and dtype match: the first request prunes and screens with it instead of exploring
 every option (``docs/data/search_two_trials``). Each option counts as seen on ``min_requests`` requests at most, so
 this machine's own requests outweigh it after a few (:meth:`learnt_elsewhere`: what this machine never measured). Once
-this machine has measured options, the floor is theirs: the prior's long set (another machine, copy-heavy seeds) put
-``prompt-lookup`` at 2.48, and it pruned every ``lowbit`` option, measured here, from an Intel Xeon's third long
-Spec-Bench request, which decoded plainly (``docs/data/regret-xeon-186fde1/long-t0``, ``243``). ``leap bench`` uses the
-prior only when asked (``memory=prior``), and its records say so.
+this machine has measured options, the floor is theirs (the prior's ``prompt-lookup`` pruned every ``lowbit`` option
+on a Xeon: ``docs/data/regret-xeon-186fde1/long-t0``). ``leap bench`` uses the prior only when asked (``memory=prior``).
 
 **Ageing and versions.** Each remembered option carries its drafter's
 :meth:`~leap.core.drafters.base.Drafter.fingerprint` (class and arguments, defaults filled in; a head's file): an
 option whose fingerprint changed is forgotten (:meth:`SearchMemory.prune`); a file of an older leap starts afresh, said
 on stderr. Means are discounted: each new measurement moves one by at least ``1/horizon`` (Garivier & Moulines 2011),
 so a changing machine or workload is followed; an option not measured for ``recheck`` requests counts as unseen again,
-one at a time (:meth:`SearchMemory.rechecked`), so a pruned option gets a trial every ``recheck`` requests.
+one at a time (:meth:`SearchMemory.rechecked`): a pruned option gets a trial every ``recheck`` requests.
 
 **Conditions.** What wins on short prompts need not win on long ones, nor at T = 0 at T > 0 (the T = 0 batch set put
-``lowbit`` first at T = 1, where sampled rows draft one by one and no drafter paid: 0.89 of ``lowbit-auto``,
-``docs/data/regret-xeon-adf6f19/b4-t1``), nor alone in a batch, so the memory keeps a set of means per condition
-(:meth:`SearchMemory.condition`): prompts of fewer than ``long_prompt`` tokens (512) and the rest (0: one set), and
-batches, each at T = 0 and T > 0 (``sampled=False``: one set for both).
-Everything above reads and writes the request's set alone; the shipped prior fills each from its own prompts (the long
+``lowbit`` first at T = 1: ``docs/data/regret-xeon-adf6f19/b4-t1``), nor alone in a batch, so the memory keeps a set
+of means per condition (:meth:`SearchMemory.condition`): prompts of fewer than ``long_prompt`` tokens (512) and the
+rest (0: one set), and batches, each at T = 0 and T > 0 (``sampled=False``: one set for both). Everything above reads and writes the request's set alone; the shipped prior fills each from its own prompts (the long
 set from :func:`leap.heads.prompts.long_seed_prompts`; the batch set measured in batches). A batch's set holds one
 mean per drafter, the goodput of its best (drafter, cap) arm over plain batched decoding's (:meth:`observe_batch`),
 read by :meth:`rank_drafters` alone (:class:`~leap.search.batch.BatchSearch`): the single-request favourite
@@ -264,12 +260,17 @@ class SearchMemory:
         """The best mean of an :meth:`_unproven` option (None: none): a carried choice below it is dropped (_carry)."""
         return max((e["mean"] for label, e in self.stats.items() if self._unproven(label)), default=None)
 
-    def favourite(self, options: Sequence[Any]) -> Any | None:
+    def favourite(self, options: Sequence[Any], min_speedup: float | None = None) -> Any | None:
         """The option of ``options`` (with a ``label``) whose :meth:`remembered` is highest, or None where none is: what
         ``SearchSettings.favourite_first`` runs as a request's first trial. An option measured here on one request
-        counts: a trial that measured it above the choice carried since is the next search's first."""
+        counts: a trial that measured it above the choice carried since is the next search's first. With ``min_speedup``
+        (the runner's first trial) a favourite below it lost, and the first option not remembered yet comes first (None:
+        none left): on an H200 each search opened with a remembered loser (``experiments/2026-11-28-gpu-regret``)."""
         known = [(mean, -i, o) for i, o in enumerate(options) if (mean := self.remembered(o.label)) is not None]
-        return max(known, key=lambda t: t[:2])[2] if known else None
+        best = max(known, key=lambda t: t[:2]) if known else None
+        if best is None or min_speedup is None or best[0] >= min_speedup:
+            return None if best is None else best[2]
+        return next((o for o in options if self.remembered(o.label) is None), None)
 
     def learnt_elsewhere(self, label: str) -> bool:
         """Whether the memory knows ``label`` from the shipped prior alone (another machine's), never from here."""

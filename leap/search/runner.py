@@ -304,7 +304,8 @@ class OnlineSearch:
     def _favourite(self) -> DraftChoice | None:
         """``favourite_first``: the memory's favourite option without layers, for agents that accept foreign trials."""
         ok = self.memory is not None and self.agent.accepts_foreign_trials
-        option = self.memory.favourite([o for o in self.agent.space.options if not o.uses_layers]) if ok else None
+        options = [o for o in self.agent.space.options if not o.uses_layers]  # a remembered loser is not first
+        option = self.memory.favourite(options, self.settings.min_speedup) if ok else None
         return None if option is None else DraftChoice(option, None)
 
     def _held(self, holding: list[str]) -> DraftChoice | None:

@@ -792,3 +792,17 @@ def test_sampled_batches_keep_their_own_set_and_a_greedy_batch_winner_is_not_car
     assert "2 drafters for sampled batches" in again.describe()
     one = SearchMemory(None, min_requests=2, sampled=False)
     assert one.condition(100, rows=4, temperature=1.0) == "batch"
+
+
+def test_with_min_speedup_a_favourite_that_lost_gives_way_to_an_option_not_yet_remembered():
+    """``favourite(options, min_speedup)`` (the runner's first trial): the best-remembered option where it reaches
+    ``min_speedup``; where it lost, the first option not remembered yet; None once every option is remembered losing.
+    Without ``min_speedup`` (``settles``' favourite) the best-remembered option, lost or not."""
+    memory = SearchMemory(None)
+    memory.stats = {A.label: {"requests": 5, "mean": 0.3}, B.label: {"requests": 5, "mean": 0.6}}
+    assert memory.favourite([A, B, C]) == B
+    assert memory.favourite([A, B, C], 1.0) == C
+    assert memory.favourite([A, B], 1.0) is None
+    assert memory.favourite([A, B], 0.5) == B
+    memory.stats[C.label] = {"requests": 5, "mean": 1.4}
+    assert memory.favourite([A, B, C], 1.0) == C

@@ -504,3 +504,24 @@ def test_a_request_stops_waiting_for_unknown_options_once_it_has_tried_explore_o
     assert out.generation.token_ids == plain
     with pytest.raises(SettingsError, match="explore"):
         SearchSettings(explore=-1)
+
+
+@pytest.mark.parametrize("favourite_first", [True, False])
+def test_a_search_does_not_open_with_an_option_the_memory_remembers_losing(tiny_qwen2, monkeypatch, favourite_first):
+    """The memory knows ``stand`` alone, remembered losing (0.2 of plain decoding): the first trial is the first
+    option it does not know yet (``prompt-lookup``), not ``stand`` (red when the favourite ignores ``min_speedup``:
+    on one H200 every search opened with ``eagle``, 0.01-0.53, tripped the loss budget and ended there,
+    experiments/2026-11-28-gpu-regret). Without ``favourite_first`` the agent draws (``stand``). Lossless."""
+    from leap.search.memory import SearchMemory
+
+    prompt = [5, 6, 7, 8] * 3
+    plain = _lookup_is_the_oracle(tiny_qwen2, monkeypatch, prompt, 24)
+    memory = SearchMemory(None)
+    memory.stats = {"stand": {"requests": 5, "mean": 0.2}}
+    assert memory.remembered("stand") == 0.2
+    settings = SearchSettings(budget=1, steps_per_trial=4, give_up=0, reward="cost", carry_over=0,
+                              favourite_first=favourite_first)
+    out = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _AsksStand(tiny_qwen2.num_layers), settings,
+                       memory=memory).generate(prompt, max_new_tokens=24)
+    assert out.trials[0]["config"] == ("prompt-lookup" if favourite_first else "stand")
+    assert out.generation.token_ids == plain
