@@ -28,6 +28,7 @@ goodput bandit over caps), ``leap-drafters`` (:meth:`SearchMethod.run_batch`) an
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -213,6 +214,10 @@ class SearchMethod(BenchMethod):
             self.memory = SearchMemory(memory, **memory_settings)
         else:
             self.memory = memory_for(model, persist=memory == "persist", prior=memory != "fresh", **memory_settings)
+            if memory in ("prior", "first") and self.memory.prior is None:  # the run would read as a prior's
+                print(f"leap: {name}: memory={memory}, but leap ships no search prior for {model.name} on "
+                      f"{model.device} in {str(model.dtype).replace('torch.', '')} (leap/data/search_memory): it "
+                      "starts from an empty memory, as memory=fresh", file=sys.stderr, flush=True)
         self.memory_at_start = "off" if self.memory is None else self.memory.describe()
         self._memory_start = None if self.memory is None else self.memory.copy()  # after_warm_up goes back to it
 

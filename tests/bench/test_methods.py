@@ -116,6 +116,24 @@ def test_memory_first_makes_every_request_a_new_machines_first(tiny_llama, tmp_p
         make_method("leap-drafters", tiny_llama, memory="firstly", drafters="suffix")
 
 
+def test_memory_prior_without_a_shipped_prior_for_the_device_says_it_starts_empty(tiny_llama, tmp_path, monkeypatch,
+                                                                                  capsys):
+    """memory=prior where leap ships no prior for the model on this device and dtype (a CUDA bfloat16 run: the shipped
+    priors are CPU float32) says so on stderr: its records would otherwise read as a prior's run (red when silent);
+    with a prior for the device it is silent."""
+    import json
+
+    from leap.search import memory_store as memory_module
+
+    monkeypatch.setattr(memory_module, "PRIOR_DIR", tmp_path)
+    make_method("leap-drafters", tiny_llama, memory="prior", drafters="suffix")
+    assert "ships no search prior" in capsys.readouterr().err
+    (tmp_path / f"{tiny_llama.name}.json").write_text(json.dumps(
+        {"device_type": "cpu", "dtype": "float32", "options": {"suffix": {"requests": 5, "mean": 1.2}}}))
+    method = make_method("leap-drafters", tiny_llama, memory="prior", drafters="suffix")
+    assert method.memory.prior is not None and "ships no search prior" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("agent", ["ucb", "random", "optuna-tpe"])
 def test_the_drafter_search_runs_any_registered_agent_and_stays_lossless(tiny_llama, agent):
     """leap-drafters' agent=NAME (issue 34's agent sweep on the drafter space): the named agent searches the joint
