@@ -191,21 +191,10 @@ def test_a_head_that_learnt_nothing_is_warned_about():
 def test_a_heads_drafting_attention_runs_under_eager_attention(tiny_llama, monkeypatch):
     """Drafting extends the head's cache by a key per step: on CUDA its attention leaves cuDNN out, like the
     stack's eager forwards (leap.core.modeling.kv_cache.eager_attention); training (no cache) is left alone."""
-    import contextlib
-
     import leap.heads.head as head_module
+    from tests.core.modeling.test_kv_cache import recording_eager_attention
 
-    inside, entered = [], []
-
-    @contextlib.contextmanager
-    def recording(device):
-        entered.append(torch.device(device).type)
-        inside.append(True)
-        try:
-            yield
-        finally:
-            inside.pop()
-
+    recording, inside, entered = recording_eager_attention()
     real = head_module.call_layer
     seen = []
 

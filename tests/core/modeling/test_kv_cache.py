@@ -108,13 +108,9 @@ def test_eager_attention_leaves_cudnn_out_on_cuda_only(monkeypatch):
         assert torch.backends.cuda.cudnn_sdp_enabled() == before
 
 
-def test_eager_forwards_run_their_layers_under_eager_attention(tiny_llama, monkeypatch):
-    """LayerStack.run_layers' eager branch and a batch's forward call every layer inside eager_attention (of the
-    stack's device), so no eager forward on CUDA builds a cuDNN plan per key length."""
-    from leap.core.decoding import batch_state
-    from leap.core.decoding.batch import BatchDecoder
-    from leap.core.modeling import layers as layers_module
-
+def recording_eager_attention():
+    """A stand-in for ``eager_attention`` that records each entry's device type (``calls``) and whether code runs
+    inside it now (``inside`` non-empty): ``(context manager, inside, calls)``."""
     inside, calls = [], []
 
     @contextlib.contextmanager
@@ -125,6 +121,18 @@ def test_eager_forwards_run_their_layers_under_eager_attention(tiny_llama, monke
             yield
         finally:
             inside.pop()
+
+    return recording, inside, calls
+
+
+def test_eager_forwards_run_their_layers_under_eager_attention(tiny_llama, monkeypatch):
+    """LayerStack.run_layers' eager branch and a batch's forward call every layer inside eager_attention (of the
+    stack's device), so no eager forward on CUDA builds a cuDNN plan per key length."""
+    from leap.core.decoding import batch_state
+    from leap.core.decoding.batch import BatchDecoder
+    from leap.core.modeling import layers as layers_module
+
+    recording, inside, calls = recording_eager_attention()
 
     def checked(module):
         real = module.layer_call
