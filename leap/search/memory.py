@@ -26,21 +26,21 @@ this machine's own requests outweigh it after a few (:meth:`learnt_elsewhere`: w
 this machine has measured options, the floor is theirs (the prior's ``prompt-lookup`` pruned every ``lowbit`` option
 on a Xeon: ``docs/data/regret-xeon-186fde1/long-t0``). ``leap bench`` uses the prior only when asked (``memory=prior``).
 
-**Ageing and versions.** Each remembered option carries its drafter's
-:meth:`~leap.core.drafters.base.Drafter.fingerprint` (class and arguments, defaults filled in; a head's file): an
-option whose fingerprint changed is forgotten (:meth:`SearchMemory.prune`); a file of an older leap starts afresh, said
-on stderr. Means are discounted: each new measurement moves one by at least ``1/horizon`` (Garivier & Moulines 2011),
-so a changing machine or workload is followed; an option not measured for ``recheck`` requests counts as unseen again,
-one at a time (:meth:`SearchMemory.rechecked`): a pruned option gets a trial every ``recheck`` requests.
+**Ageing.** Each remembered option carries its drafter's :meth:`~leap.core.drafters.base.Drafter.fingerprint`
+(class and arguments, defaults filled in; a head's file): an option whose fingerprint changed is forgotten
+(:meth:`SearchMemory.prune`); a file of an older leap starts afresh, said on stderr. Means are discounted: each new
+measurement moves one by at least ``1/horizon`` (Garivier & Moulines 2011): a changing machine or workload is followed;
+an option not measured for ``recheck`` requests counts as unseen again, one at a time (:meth:`SearchMemory.rechecked`).
 
 **Conditions.** What wins on short prompts need not win on long ones, nor at T = 0 at T > 0 (the T = 0 batch set put
 ``lowbit`` first at T = 1: ``docs/data/regret-xeon-adf6f19/b4-t1``), nor alone in a batch, so the memory keeps a set
 of means per condition (:meth:`SearchMemory.condition`): prompts of fewer than ``long_prompt`` tokens (512) and the
-rest (0: one set), and batches, each at T = 0 and T > 0 (``sampled=False``: one set for both). Everything above reads and writes the request's set alone; the shipped prior fills each from its own prompts (the long
-set from :func:`leap.heads.prompts.long_seed_prompts`; the batch set measured in batches). A batch's set holds one
-mean per drafter, the goodput of its best (drafter, cap) arm over plain batched decoding's (:meth:`observe_batch`),
-read by :meth:`rank_drafters` alone (:class:`~leap.search.batch.BatchSearch`): the single-request favourite
-``cascade`` drafted most batches at 0.84 of ``lowbit-auto`` (``docs/data/regret-6bd5159/b4-t0``).
+rest (0: one set), and batches, each at T = 0 and T > 0 (``sampled=False``: one set for both). All above reads and
+writes the request's set alone; the shipped prior fills each from its own prompts (the long set from
+:func:`leap.heads.prompts.long_seed_prompts`; the batch set measured in batches). A batch's set holds one mean per
+drafter, its best (drafter, cap) arm's goodput over plain batched decoding's (:meth:`observe_batch`), read by
+:meth:`rank_drafters` alone (:class:`~leap.search.batch.BatchSearch`): the single-request favourite ``cascade``
+drafted most batches at 0.84 of ``lowbit-auto`` (``docs/data/regret-6bd5159/b4-t0``).
 
 Who calls what: :func:`leap.search.factory.agent_factory` prunes each request's options with it;
 :class:`leap.search.runner.OnlineSearch` names each request's condition (:meth:`condition`), asks :meth:`settles`
