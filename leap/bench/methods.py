@@ -22,7 +22,7 @@ Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VA
 
 Batches (``leap bench --batch-size B``): :meth:`BenchMethod.run_batch`; ``ar``, the drafters without layers and
 ``layer-skip`` with its ``config`` (:class:`leap.core.decoding.batch.BatchDecoder`; ``batch_cap=N|auto``, auto: a
-goodput bandit over caps), ``leap-drafters`` (:meth:`SearchMethod.run_batch`) and transformers' plain ``hf-ar`` and
+goodput bandit over caps, measuring plain decoding again every ``batch_refresh`` steps), ``leap-drafters`` (:meth:`SearchMethod.run_batch`) and transformers' plain ``hf-ar`` and
 ``hf-static`` (:meth:`leap.bench.peers.TransformersPeer.run_batch`) can; the others refuse, on record.
 """
 
@@ -185,6 +185,7 @@ class SearchMethod(BenchMethod):
                  kin: bool = True, steady: bool = True,
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
+                 batch_refresh: int = 32,
                  **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory
@@ -199,7 +200,8 @@ class SearchMethod(BenchMethod):
         budget_per_batch = options.loss_budget if loss_budget is None else float(loss_budget)  # per batch too
         self._batch_settings = dict(caps=caps, loss_budget=budget_per_batch or None, screen=batch_screen,
                                     switching=bool(batch_switching), first_step_setup=_first_step(batch_first_step),
-                                    prune=None if batch_prune in (None, False) else float(batch_prune))
+                                    prune=None if batch_prune in (None, False) else float(batch_prune),
+                                    refresh=int(batch_refresh))
         if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start, kept across the run), prior (the "
                                 f"same from the prior leap ships: leap/data/search_memory), first (every request a new "
@@ -251,7 +253,9 @@ class SearchMethod(BenchMethod):
         ``first_step_setup``: ``switch``, the default, true or false) which of a drafter's steps go unmeasured as its
         setup, ``batch_prune``
         (:class:`~leap.search.batch.BatchSearch`'s ``prune``, 1.0; false: off) which drafters stop drafting after a
-        batch (those below that share of the best's measured goodput), and the search's ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its batch set ranks the
+        batch (those below that share of the best's measured goodput), ``batch_refresh`` (32; 0: off) after how many
+        steps without it the bandit measures plain decoding again (:class:`~leap.core.decoding.batch.BatchDecoder`'s
+        ``refresh``), and the search's ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its batch set ranks the
         drafters before the first batch and learns after each (what single requests measured is not read)."""
         if self._batch is None:
             from leap.search.batch import BatchSearch
@@ -362,12 +366,13 @@ def make_method(name: str, model: LeapModel, options: BenchOptions = BenchOption
             raise SettingsError("layer-skip needs a configuration: --method-arg layer-skip:config=skip=5-7")
         cap = _batch_cap(kwargs.pop("batch_cap", 16))
         screen = kwargs.pop("batch_screen", True)  # batch_cap=auto: caps screened by the cost model (BatchDecoder's)
+        refresh = int(kwargs.pop("batch_refresh", 32))  # batch_cap=auto: plain measured again (BatchDecoder's)
         decoder = SelfSpecDecoder(model, layer_config, policy, drafter=name, drafter_kwargs=kwargs,
                                   tree_verify=tree_verify)
         batch = None
         if layer_config is None and batch_refusal(drafters.get(name)) is None:
-            batch = BatchDecoder(model, name, drafter_kwargs=kwargs, num_tokens=cap, screen=screen)
+            batch = BatchDecoder(model, name, drafter_kwargs=kwargs, num_tokens=cap, screen=screen, refresh=refresh)
         elif name == "layer-skip" and not layer_config.low and not kwargs:  # LEAP's layer draft, batched
-            batch = BatchDecoder(model, layer_config=layer_config, num_tokens=cap, screen=screen)
+            batch = BatchDecoder(model, layer_config=layer_config, num_tokens=cap, screen=screen, refresh=refresh)
         return DecoderMethod(name, decoder, batch)
     raise UnknownNameError(f"unknown benchmark method {name!r}; known: {', '.join(method_names())}")

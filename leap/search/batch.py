@@ -60,7 +60,7 @@ class BatchSearch:
             are left out.
         memory: what earlier runs' batches measured (its "batch" set), read before the first batch and taught after
             each; None: off.
-        caps, loss_budget, screen, switching, first_step_setup: :class:`~leap.core.decoding.batch.BatchDecoder`'s (here
+        caps, loss_budget, screen, switching, first_step_setup, refresh: :class:`~leap.core.decoding.batch.BatchDecoder`'s (here
             ``first_step_setup="switch"`` by default: a drafter's catching up after steps it did not draft is not
             judged as its arm's own cost, module docstring).
         prune: after each batch, drafters below ``prune`` times the best's measured goodput stop drafting for the rest
@@ -70,13 +70,13 @@ class BatchSearch:
     def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
                  caps: Sequence[int] = (0, 2, 4, 8, 16), loss_budget: float | None = None,
                  screen: bool | str = True, switching: bool = False, first_step_setup: bool | str = "switch",
-                 prune: float | None = 1.0) -> None:
+                 prune: float | None = 1.0, refresh: int = 32) -> None:
         if prune is not None and not 0 < prune <= 1:
             raise SettingsError(f"prune is a share of the best drafter's goodput in (0, 1], or None (off), got {prune}")
         self.model, self.memory, self.prune = model, memory, prune
         self.options = batch_options(options, model)
         self.caps, self.loss_budget, self.screen = tuple(int(c) for c in caps), loss_budget, screen
-        self.switching, self.first_step_setup = switching, first_step_setup
+        self.switching, self.first_step_setup, self.refresh = switching, first_step_setup, int(refresh)
         self.decoder: BatchDecoder | None = None  # the batch's, made at the first batch of its condition (below)
         self.labels: list[str] = []  # the decoder's drafters, in its order
         #: one decoder (and its labels) per condition of the memory ("batch", "sampled-batch"; "" without a memory),
@@ -94,7 +94,8 @@ class BatchSearch:
                     self.model, **o.kwargs) for o in options})
             decoder = BatchDecoder(self.model, [(o.name, o.kwargs) for o in options], num_tokens="auto",
                                    caps=self.caps, loss_budget=self.loss_budget, screen=self.screen,
-                                   switching=self.switching, first_step_setup=self.first_step_setup)
+                                   switching=self.switching, first_step_setup=self.first_step_setup,
+                                   refresh=self.refresh)
             self.decoders[condition] = decoder, [o.label for o in options]
         self.decoder, self.labels = self.decoders[condition]
 

@@ -111,6 +111,9 @@ class BatchDecoder:
             ``"switch"``: for a drafter that keeps a context of its own
             (:attr:`~leap.core.drafters.base.Drafter.keeps_context`), its first step in a batch and its first after
             every step it did not draft, for the others none; off: measured like the others.
+        refresh: with ``num_tokens="auto"``, the bandit measures plain decoding again after this many steps without it,
+            and ages what an arm measured by the steps since (:class:`~leap.core.policies.batch_caps.GoodputBandit`'s
+            ``refresh``); 0: off.
     """
 
     def __init__(self, model: LeapModel, drafter: str | type[Drafter] | None = None, *,
@@ -118,7 +121,7 @@ class BatchDecoder:
                  num_tokens: int | str = 16,
                  caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
-                 switching: bool = False, first_step_setup: bool | str = False) -> None:
+                 switching: bool = False, first_step_setup: bool | str = False, refresh: int = 32) -> None:
         from leap.core.drafters import drafters
 
         self.model, self.stack = model, LayerStack(model)
@@ -163,7 +166,7 @@ class BatchDecoder:
         self.bar = "best" if screen == "best" else "plain"  # the screen's bar (GoodputBandit's)
         if first_step_setup not in (True, False, "switch"):
             raise SettingsError(f"first_step_setup is true, false or switch, got {first_step_setup!r}")
-        self.switching, self.first_step_setup = bool(switching), first_step_setup
+        self.switching, self.first_step_setup, self.refresh = bool(switching), first_step_setup, int(refresh)
         self._fruitless, self._skips_left = 0, 0  # batches in a row that tripped the loss budget; batches to skip
         self._costs = None  # the calibration the screen reads (:meth:`_batch_costs`)
         self.retired: frozenset[int] = frozenset()  #: drafters the caller has stopped (:meth:`retire`)
@@ -237,7 +240,8 @@ class BatchDecoder:
             policy = self._policies[min(self._policies, key=lambda n: (abs(n - rows), n))].seeded(self._verify_cost(rows))
         else:
             policy = GoodputBandit(drafter_arms(len(self.specs), self.caps) if len(self.specs) > 1 else self.caps,
-                                   verify_cost=self._verify_cost(rows), bar=self.bar, switching=self.switching)
+                                   verify_cost=self._verify_cost(rows), bar=self.bar, switching=self.switching,
+                                   refresh=self.refresh)
             policy.retire(self.retired)
         self._policies[rows] = policy
         return policy

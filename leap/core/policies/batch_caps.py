@@ -19,6 +19,17 @@ tokens and seconds are discounted by ``1 - 1/horizon`` at each of its own pulls 
 leave, and a drafter that copies well early (prompt lookup over a repeated passage) stops doing so; an all-time
 ratio kept such an arm first long after its steps had stopped paying.
 
+**A bar measured now** (``refresh``): every arm is judged against plain decoding's goodput - the screen's bar,
+:meth:`GoodputBandit.pays`, a batch's loss budget - and an arm's value only moves when it is pulled, so a plain arm
+last pulled while the machine was loaded kept its slow value for the rest of the run: on the Xeon at B = 8 plain
+steps took 246 ms a step in a loaded batch against 93-114 ms in the others, and in the last batch the search drafted
+on 100 of 101 steps with ``prompt-lookup``, whose steps ran at 0.8 of plain decoding's goodput, valued at 1.0 to 1.95
+times the stale plain (``experiments/2026-11-28-stale-bar``). So the plain arm is pulled again once the bandit
+has taken ``refresh`` steps since its last pull, and an arm's statistics age with the steps taken since its own last
+pull (discounted by ``1 - 1/refresh`` a step, as Garivier & Moulines' discounted UCB discounts every arm at every
+step; the values of arms not pulled are unchanged by it, since tokens and seconds age alike): what it measured long
+ago, under another load or another state of the batch, gives way to what its next pull measures.
+
 **A cost-model screen** (with ``verify_cost``, issue 34's "a trial is first screened by the calibrated cost model
 with the acceptance measured so far", at batch level): once one of a drafter's caps has been pulled, each of its
 untried caps ``k`` is predicted - ``1 + a(k)`` tokens a row, ``a(k) = alpha + ... + alpha^k`` with the per-token
@@ -97,16 +108,22 @@ class GoodputBandit:
         bar: what the screen's prediction must reach to open an untried cap: ``"best"``, the best goodput any arm
             has measured so far, or ``"plain"``, plain decoding's (the default).
         switching: with several drafters, mid-batch only the drafters already begun explore (:meth:`choose`); off.
+        refresh: the plain arm is pulled again once the bandit has taken ``refresh`` steps since its last pull, and
+            every arm's statistics age by ``1 - 1/refresh`` for each step taken since its own last pull (module
+            docstring: a bar measured now); 0: off (the ablation).
     """
 
     def __init__(self, caps: Sequence[Arm], c: float = 0.2, *, horizon: int = 8, ladder: bool = True,
-                 verify_cost: Callable[[int], float] | None = None, bar: str = "plain", switching: bool = False) -> None:
+                 verify_cost: Callable[[int], float] | None = None, bar: str = "plain", switching: bool = False,
+                 refresh: int = 32) -> None:
         self.caps = [tuple(int(v) for v in x) if isinstance(x, tuple) else int(x) for x in caps]
         if not self.caps or len(set(self.caps)) != len(self.caps) or min(_cap(x) for x in self.caps) < 0:
             raise SettingsError(f"caps must be distinct draft-token counts >= 0 (or distinct (drafter, cap) pairs), "
                                 f"got {list(caps)}")
         if horizon < 0:
             raise SettingsError(f"horizon is a number of pulls >= 0 (0: no discounting), got {horizon}")
+        if refresh < 0:
+            raise SettingsError(f"refresh is a number of steps >= 0 (0: off), got {refresh}")
         if bar not in ("best", "plain"):
             raise SettingsError(f"the screen's bar is best (the best arm's measured goodput) or plain, got {bar!r}")
         self.c, self.horizon, self.ladder, self.bar = float(c), int(horizon), bool(ladder), bar
@@ -120,6 +137,9 @@ class GoodputBandit:
         self.accepted = [0.0] * len(self.caps)  # draft tokens accepted a row
         self.draft_s = [0.0] * len(self.caps)  # drafting seconds
         self.retired: frozenset[int] = frozenset()  # drafters no longer drafting (:meth:`retire`)
+        self.refresh = int(refresh)
+        self.clock = 0  # steps taken (:meth:`update` calls)
+        self.last = [0] * len(self.caps)  # the clock at each arm's last pull
 
     def _value(self, arm: int) -> float:
         return self.tokens[arm] / max(self.seconds[arm], 1e-9)
@@ -214,6 +234,9 @@ class GoodputBandit:
         best-arm bar and a drafter's first step unmeasured, on leap's seed prompts the search reached 1.29x plain
         batched decoding at B = 4 (1.24x without the three) and 0.86x at B = 8 (0.94x without), ``lowbit-auto``
         1.58x and 1.06x (``docs/data/batch_search_seed_b4_as_before.json``, ``..._b8_as_before.json``)."""
+        plain = next((a for a, x in enumerate(self.caps) if _cap(x) == 0 and self.counts[a]), None)
+        if self.refresh and plain is not None and self.clock - self.last[plain] >= self.refresh:
+            return self.caps[plain]  # the bar, measured again (module docstring)
         tried = [self._value(a) for a, n in enumerate(self.counts) if n]
         scale = max(tried) if tried and max(tried) > 0 else 1.0
         settled = bool(begun) and self.switching
@@ -234,6 +257,10 @@ class GoodputBandit:
         row and ``draft_s`` seconds of drafting."""
         arm = self.caps.index(tuple(int(v) for v in cap) if isinstance(cap, tuple) else int(cap))
         keep = 1.0 - 1.0 / self.horizon if self.horizon else 1.0  # the arm's earlier pulls, discounted
+        if self.refresh:  # and aged by the steps since its last pull (module docstring)
+            keep *= (1.0 - 1.0 / self.refresh) ** (self.clock - self.last[arm])
+        self.clock += 1
+        self.last[arm] = self.clock
         self.counts[arm] += 1
         self.tokens[arm] = keep * self.tokens[arm] + float(committed)
         self.seconds[arm] = keep * self.seconds[arm] + max(float(seconds), 1e-9)
@@ -247,7 +274,7 @@ class GoodputBandit:
         gives a batch with a new number of rows, so that the exploration of many arms (a drafter search) is paid once
         per run, not once per row count; ``verify_cost`` is the new row count's."""
         other = GoodputBandit(self.caps, self.c, horizon=self.horizon, ladder=self.ladder, verify_cost=verify_cost,
-                              bar=self.bar, switching=self.switching)
+                              bar=self.bar, switching=self.switching, refresh=self.refresh)
         for arm, n in enumerate(self.counts):
             if n:
                 other.counts[arm], other.tokens[arm], other.seconds[arm] = 1, self._value(arm), 1.0

@@ -287,3 +287,46 @@ def test_a_retired_drafters_arms_are_never_pulled_and_a_seeded_bandit_keeps_them
         seeded.update(arm, committed=goodput[arm], seconds=1.0)
     bandit.retire(set())
     assert bandit.choose() in {(0, 2), (0, 4)}  # back: its arms, the best so far, lead again
+
+
+def test_plain_decoding_is_measured_again_so_a_bar_measured_under_load_does_not_stand():
+    """Plain's goodput is the bar every arm is judged by; measured while the machine was loaded (half its speed) and
+    not pulled since, it made a drafting arm that runs at 0.8 of plain look 1.6 times plain for good. Red when the
+    bandit does not pull plain again (``refresh=0``, or a refresh that does not age the stale steps)."""
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    def after_load(refresh):
+        bandit = GoodputBandit((0, 4), refresh=refresh)
+        for _ in range(8):  # plain pulled in a loaded stretch: 5 tokens a second
+            bandit.update(0, committed=5, seconds=1.0)
+        for _ in range(8):  # the load gone, the drafting arm: 8 (plain would give 10)
+            bandit.update(4, committed=8, seconds=1.0)
+        pulls = []
+        for _ in range(200):  # the load goes: plain 10, the drafting arm 8
+            arm = bandit.choose()
+            pulls.append(arm)
+            bandit.update(arm, committed={0: 10, 4: 8}[arm], seconds=1.0)
+        return pulls[-100:].count(0)
+
+    assert after_load(32) > 85
+    assert after_load(0) < 15  # the stale bar: the drafting arm for good
+    aged = GoodputBandit((0, 4), refresh=32)  # what plain measured 100 steps ago gives way to its next pull
+    for arm, goodput, times in ((0, 5, 8), (4, 8, 100), (0, 10, 1)):
+        for _ in range(times):
+            aged.update(arm, committed=goodput, seconds=1.0)
+    assert aged.means()[0] > 9.0  # 5.9 when only its own pulls discount it
+    with pytest.raises(SettingsError, match="refresh"):
+        GoodputBandit((0, 4), refresh=-1)
+
+
+def test_a_refreshed_bandit_still_settles_on_the_arm_that_pays_pulling_plain_once_per_refresh():
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    bandit = GoodputBandit((0, 4), refresh=32)
+    pulls = []
+    for _ in range(320):
+        arm = bandit.choose()
+        pulls.append(arm)
+        bandit.update(arm, committed={0: 10, 4: 15}[arm], seconds=1.0)
+    late = pulls[-160:]
+    assert 4 <= late.count(0) <= 8  # about one plain step in 32: the bar's price, no more
