@@ -35,6 +35,9 @@ drafters (the drafter search at batch level: ``leap bench --batch-size B --metho
 holds one of each and the bandit's arms are ``(drafter, cap)`` pairs: each step drafts every row with the arm's
 drafter (the others still see every committed token when they next draft).
 
+On a GPU the eager batch is launch-bound; ``graphs=True`` keeps the same layout on static buffers with each layer a
+CUDA graph (:mod:`leap.core.modeling.graphs.batch`, :meth:`BatchDecoder.new_state`).
+
 Who calls what: ``leap bench --batch-size B`` (:mod:`leap.bench.harness`, through
 :meth:`leap.bench.methods.BenchMethod.run_batch`) and library code call :meth:`BatchDecoder.generate`, which steps a
 :class:`~leap.core.decoding.batch_session.BatchSession` (:meth:`BatchDecoder.start`) with its cap policy;
@@ -43,6 +46,7 @@ Who calls what: ``leap bench --batch-size B`` (:mod:`leap.bench.harness`, throug
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,9 +58,12 @@ from leap.core.modeling.kv_cache import PromptKV
 from leap.core.config import LayerConfig
 from leap.core.modeling.layers import LayerStack, plan_for
 from leap.core.modeling.model import LeapModel
+from leap.core.runtime.notices import say_once
 from leap.core.verify.sampling import SamplingSettings
 
 __all__ = ["BatchDecoder", "BatchOutcome", "BatchRow", "batch_refusal"]
+
+_SAID: set[str] = set()
 
 
 def batch_refusal(drafter: type[Drafter] | Drafter) -> str | None:
@@ -114,6 +121,9 @@ class BatchDecoder:
         refresh: with ``num_tokens="auto"``, the bandit measures plain decoding again after this many steps without it,
             and ages what an arm measured by the steps since (:class:`~leap.core.policies.batch_caps.GoodputBandit`'s
             ``refresh``); 0: off.
+        graphs: decode on static buffers with each layer a CUDA graph (:mod:`leap.core.modeling.graphs.batch`; off a
+            GPU the same path without capture); None: ``LEAP_BATCH_GRAPHS=1`` in the environment turns it on. Off by
+            default until a GPU run has measured it; a sliding-window model decodes eagerly.
     """
 
     def __init__(self, model: LeapModel, drafter: str | type[Drafter] | None = None, *,
@@ -121,7 +131,8 @@ class BatchDecoder:
                  num_tokens: int | str = 16,
                  caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
-                 switching: bool = False, first_step_setup: bool | str = False, refresh: int = 32) -> None:
+                 switching: bool = False, first_step_setup: bool | str = False, refresh: int = 32,
+                 graphs: bool | None = None) -> None:
         from leap.core.drafters import drafters
 
         self.model, self.stack = model, LayerStack(model)
@@ -170,6 +181,8 @@ class BatchDecoder:
         self._fruitless, self._skips_left = 0, 0  # batches in a row that tripped the loss budget; batches to skip
         self._costs = None  # the calibration the screen reads (:meth:`_batch_costs`)
         self.retired: frozenset[int] = frozenset()  #: drafters the caller has stopped (:meth:`retire`)
+        self.graphs = (os.environ.get("LEAP_BATCH_GRAPHS", "0") == "1") if graphs is None else bool(graphs)
+        self._engines: dict[int, Any] = {}  # rows -> BatchGraphs (:meth:`new_state`)
 
     def _rows(self, which: int, prompts: list[list[int]], settings: SamplingSettings, caches: Sequence) -> list[Drafter]:
         """Drafter ``which``'s rows for new requests: one instance per row, kept across calls (as a
@@ -216,6 +229,27 @@ class BatchDecoder:
         """``drafter`` and the drafters whose rows share its model state (:meth:`_twin`): switching among them catches
         no context up, so :class:`~leap.search.batch.BatchSearch`'s elimination keeps them together."""
         return {d for d, group in enumerate(self._state_group) if group == self._state_group[drafter]}
+
+    def new_state(self, rows: int, needed: int) -> BatchState:
+        """A batch's cache for ``rows`` rows of up to ``needed`` tokens each: on static buffers with its layers replayed
+        (``graphs``: one :class:`~leap.core.modeling.graphs.batch.BatchGraphs` per row count, kept across batches and
+        made anew, its graphs captured again, only for a batch that needs more slots), else leap's eager cache; eager
+        too while an earlier batch of this decoder still holds the buffers (said once)."""
+        if not self.graphs or self.stack.window:
+            return BatchState(self.stack, rows, needed)
+        from leap.core.modeling.graphs.batch import ROOM, BatchGraphs, StaticBatchState
+        from leap.core.modeling.graphs.engine import capacity_bucket
+
+        capacity = capacity_bucket(needed + ROOM)
+        engine = self._engines.get(rows)
+        if engine is not None and not engine.free():
+            say_once("leap: batch graphs: a second batch started while the first holds the buffers; it runs eagerly",
+                     _SAID)
+            return BatchState(self.stack, rows, needed)
+        if engine is None or engine.capacity < capacity:
+            engine = self._engines[rows] = BatchGraphs(self.stack, rows, capacity)
+            engine.prepare()
+        return StaticBatchState(self.stack, engine)
 
     def start(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128, temperature: float = 0.0,
               top_p: float = 1.0, seed: int = 0):

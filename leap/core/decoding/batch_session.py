@@ -56,7 +56,7 @@ class BatchSession:
             g = torch.Generator(device=model.device)
             g.manual_seed(int(seed) + r)
             self.generators.append(g)
-        self.state = BatchState(self.stack, self.batch_size, longest + max_new_tokens)
+        self.state = decoder.new_state(self.batch_size, longest + max_new_tokens)
         with torch.inference_mode():
             caches = self.state.prefill(prompts)  # every prompt but its last token (pending)
             # [drafter][row], each drafter's rows made and begun when a step first drafts with it (with several

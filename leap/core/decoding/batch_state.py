@@ -125,9 +125,18 @@ class BatchState:
             if len(p) > 1:
                 stack.run_layers(stack.embed(p[:-1]), stack.full_plan, cache, 0)
             caches.append(cache)
+        self._lay_out(caches, width)
+        lengths = torch.tensor([len(p) - 1 for p in prompts], device=stack.device)
+        slot = torch.arange(width, device=stack.device)[None, :]
+        self.valid = slot >= (width - lengths)[:, None]
+        self.slot_pos = (slot - (width - lengths)[:, None]).clamp_min(0)
+        return caches
+
+    def _lay_out(self, caches: Sequence[LeapKVCache], width: int) -> None:
+        """Append the rows' prompt entries to every layer, right-aligned in ``width`` slots (zeros before them)."""
         for i, layer in enumerate(self.cache.layers):
             like = next(c.layers[i].keys for c in caches if c.layers[i].is_initialized)
-            keys = like.new_zeros(len(prompts), like.shape[1], width, like.shape[3])
+            keys = like.new_zeros(len(caches), like.shape[1], width, like.shape[3])
             values = torch.zeros_like(keys)
             for r, c in enumerate(caches):
                 n = c.layers[i].length
@@ -135,11 +144,6 @@ class BatchState:
                     keys[r, :, width - n:] = c.layers[i].keys[0]
                     values[r, :, width - n:] = c.layers[i].values[0]
             layer.append(keys, values)
-        lengths = torch.tensor([len(p) - 1 for p in prompts], device=stack.device)
-        slot = torch.arange(width, device=stack.device)[None, :]
-        self.valid = slot >= (width - lengths)[:, None]
-        self.slot_pos = (slot - (width - lengths)[:, None]).clamp_min(0)
-        return caches
 
     def _additive(self, allowed: torch.Tensor) -> torch.Tensor:
         dtype = self.stack.dtype

@@ -1,6 +1,7 @@
 """The graph engine with real CUDA graphs (``pytest -m gpu``; skipped without CUDA): captured and replayed on a tiny
 model, every forward of random sessions equals leap's eager layers, and float32 decoding through it is token-identical
-to eager decoding. Red on a planted stale input buffer (benchmarks/gpu_graphs.sh runs it on a lent GPU machine)."""
+to eager decoding; so are batches on static buffers (``BatchDecoder(graphs=True)``). Red on a planted stale input
+buffer (benchmarks/gpu_graphs.sh runs it on a lent GPU machine)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,21 @@ def test_float32_decoding_through_graphs_is_lossless_and_eager_decoding(cuda_lla
     assert not decoder.stack.graphs.broken
     eager = SelfSpecDecoder(cuda_llama, None, engine="eager").generate(prompt, max_new_tokens=32).token_ids
     assert same_or_float_tie(cuda_llama, prompt, plain, eager)
+
+
+@pytest.mark.parametrize("drafter, config", [(None, None), ("suffix", None), (None, "skip")])
+def test_float32_batches_through_batch_graphs_are_each_prompt_decoded_alone(cuda_llama, drafter, config):
+    """A batch on static buffers with every layer a real CUDA graph (``BatchDecoder(graphs=True)``): no graph fails its
+    check, and each row is its prompt decoded alone (up to a float32 tie), through rows that leave and packing."""
+    from leap.core.decoding.batch import BatchDecoder
+
+    cfg = None if config is None else LayerConfig.from_sets(6, skip=[2, 3])
+    batch = [[5, 6, 7, 5, 6, 7, 8, 9, 5, 6], [11, 4], [6, 6, 6, 6, 6, 6, 6], [9]]
+    decoder = BatchDecoder(cuda_llama, drafter, layer_config=cfg, num_tokens=4, compact_min=0, compact_share=0,
+                           graphs=True)
+    out = decoder.generate(batch, max_new_tokens=24)
+    engine = decoder._engines[len(batch)]
+    assert engine.graphs and not engine.broken
+    for p, row in zip(batch, out.rows):
+        alone = SelfSpecDecoder(cuda_llama, None, engine="eager").generate(p, max_new_tokens=24).token_ids
+        assert same_or_float_tie(cuda_llama, p, row.token_ids, alone)

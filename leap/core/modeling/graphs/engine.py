@@ -49,8 +49,8 @@ from leap.core.modeling.direct.llama import layer_call
 from leap.core.modeling.graphs.static_cache import DRAFT_SLACK, StaticKVCache
 from leap.core.runtime.notices import say_once
 
-__all__ = ["LayerGraphs", "Replay", "WidthBuffers", "capture", "bucket", "capacity_bucket", "MAX_WIDTH",
-           "WIDTHS"]
+__all__ = ["LayerGraphs", "Replay", "WidthBuffers", "capture", "replay_checked", "bucket", "capacity_bucket",
+           "MAX_WIDTH", "WIDTHS"]
 
 _SAID: set[str] = set()
 
@@ -120,6 +120,43 @@ def capture(fn: Callable[[], None], device: torch.device, pool: Any = None) -> A
     with torch.cuda.graph(graph, pool=pool):
         fn()
     return graph
+
+
+def replay_checked(owner: Any, key: tuple, forward: Callable[[], torch.Tensor], hidden: torch.Tensor,
+                   what: str) -> None:
+    """``hidden <- forward()`` as a replay of ``owner``'s graph ``key`` (``owner``: :class:`LayerGraphs` or
+    :class:`~leap.core.modeling.graphs.batch.BatchGraphs`, with their ``graphs``, ``checked``, ``broken``,
+    ``capture_s``, ``device`` and ``pool``): captured on first use; its first replay checked against ``forward`` run
+    eagerly on the same inputs, and a graph that differs (or cannot be captured) is dropped for good, said once as
+    ``what``, and ``forward`` runs eagerly from then on."""
+    if key in owner.broken:
+        hidden.copy_(forward())
+        return
+    graph = owner.graphs.get(key)
+    if graph is None:
+        t0, saved = time.perf_counter(), hidden.clone()  # a CUDA capture's warm-up runs the layer once
+        try:
+            graph = owner.graphs[key] = capture(lambda: hidden.copy_(forward()), owner.device, owner.pool)
+        except Exception as err:  # noqa: BLE001 - a layer that cannot be captured runs eagerly, said once
+            owner.broken.add(key)
+            say_once(f"{what} could not be captured ({type(err).__name__}: {err}); it runs eagerly", _SAID)
+            hidden.copy_(saved)
+            hidden.copy_(forward())
+            return
+        hidden.copy_(saved)
+        owner.capture_s += time.perf_counter() - t0
+    if key in owner.checked:
+        graph.replay()
+        return
+    expected = forward()  # the eager function on the same inputs (it writes the same cache entries)
+    graph.replay()
+    owner.checked.add(key)
+    if not torch.equal(expected, hidden):
+        owner.broken.add(key)
+        say_once(f"{what}'s replay differed from the same layer run eagerly by "
+                 f"{(expected.float() - hidden.float()).abs().max().item():.3g}; that layer runs eagerly "
+                 "(please report it: leap/core/modeling/graphs/engine.py)", _SAID)
+        hidden.copy_(expected)
 
 
 @dataclass
@@ -279,36 +316,7 @@ class LayerGraphs:
             return layer_call(layer, bufs.hidden, cache=home, attention_mask=bufs.mask,
                               position_ids=bufs.position_ids, position_embeddings=(bufs.cos, bufs.sin))
 
-        key = (index, q)
-        if key in self.broken:
-            bufs.hidden.copy_(forward())
-            return
-        graph = self.graphs.get(key)
-        if graph is None:
-            t0, saved = time.perf_counter(), bufs.hidden.clone()  # a CUDA capture's warm-up runs the layer once
-            try:
-                graph = self.graphs[key] = capture(lambda: bufs.hidden.copy_(forward()), self.device, self.pool)
-            except Exception as err:  # noqa: BLE001 - a layer that cannot be captured runs eagerly, said once
-                self.broken.add(key)
-                say_once(f"leap: graphs: layer {index} could not be captured ({type(err).__name__}: {err}); it runs "
-                         "eagerly", _SAID)
-                bufs.hidden.copy_(saved)
-                bufs.hidden.copy_(forward())
-                return
-            bufs.hidden.copy_(saved)
-            self.capture_s += time.perf_counter() - t0
-        if key in self.checked:
-            graph.replay()
-            return
-        expected = forward()  # the eager function on the same inputs (it writes the same cache entries)
-        graph.replay()
-        self.checked.add(key)
-        if not torch.equal(expected, bufs.hidden):
-            self.broken.add(key)
-            say_once(f"leap: graphs: layer {index}'s replay differed from the same layer run eagerly by "
-                     f"{(expected.float() - bufs.hidden.float()).abs().max().item():.3g}; that layer runs eagerly "
-                     "(please report it: leap/core/modeling/graphs/engine.py)", _SAID)
-            bufs.hidden.copy_(expected)
+        replay_checked(self, (index, q), forward, bufs.hidden, f"leap: graphs: layer {index}")
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The final norm and the LM head over ``[1, q, H]`` -> ``[q, V]`` float32, one replay per width's bucket."""

@@ -142,8 +142,10 @@ class StaticKVCache(LeapKVCache):
             layer.owner = forked
         return forked
 
-    def select_rows(self, index: torch.Tensor) -> None:  # pragma: no cover - batches keep the eager cache
-        raise NotImplementedError("a batch keeps leap's eager cache (BatchState)")
+    def select_rows(self, index: torch.Tensor) -> None:  # pragma: no cover - a static batch keeps its rows
+        raise NotImplementedError("a batch on static buffers keeps finished rows as dead rows "
+                                  "(leap.core.modeling.graphs.batch.StaticBatchState.select)")
 
-    def gather_slots(self, index: torch.Tensor) -> None:  # pragma: no cover - batches keep the eager cache
-        raise NotImplementedError("a batch keeps leap's eager cache (BatchState)")
+    def gather_slots(self, index: torch.Tensor) -> None:  # pragma: no cover - a static batch packs in place
+        raise NotImplementedError("a batch on static buffers packs within them "
+                                  "(leap.core.modeling.graphs.batch.StaticBatchState.compact)")
