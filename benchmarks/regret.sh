@@ -13,7 +13,8 @@
 #   main-job        the README's main-job prompt, 8 runs, every request a new machine's first (memory=first: a new
 #                   search from the shipped prior), the memory's favourite first (the default) and not
 #   gpu-b1-t0, gpu-b4-t0   on CUDA (bfloat16, the CUDA-graph engine), with transformers' static-cache generate
-#                   (`hf-static`) and the model-free drafters beside the search
+#                   (`hf-static`) and the model-free drafters beside the search (from an empty memory only: the
+#                   shipped prior is the CPU's, float32)
 # Usage: [CELLS='b4-t0 b8-t0'] [DEVICE=cpu|cuda] bash benchmarks/regret.sh OUT_DIR
 # On the project's 2-core CPU a B = 1 cell takes about 15 minutes, a batch cell 6-10; the whole CPU set about 70.
 # On one H200 a GPU cell took about 3 minutes, plus about a minute of calibration the first time (tools/gpu_stage.sh
@@ -48,13 +49,13 @@ for cell in ${CELLS:-$default_cells}; do
                 --method-arg leap-drafters-first:memory=first --method-arg leap-drafters-first-agent:memory=first \
                 --method-arg leap-drafters-first-agent:favourite_first=false --prompts "$here/main_job_prompt.jsonl" \
                 --runs 8 --temperature 0 "${cpu[@]}" "${common[@]}" --out "$out/$cell" ;;
-        gpu-b1-t0)
-            leap bench --methods "ar,hf-static,suffix,prompt-lookup,leap,$(IFS=,; echo "${search[*]}")" "${prior[@]}" \
+        gpu-b1-t0)  # the search from an empty memory only: leap ships no prior for CUDA (its run would repeat this one)
+            leap bench --methods "ar,hf-static,suffix,prompt-lookup,leap,leap-drafters" \
                 --device cuda --dtype bfloat16 --num-prompts 1 --temperature 0 "${common[@]}" --out "$out/$cell" ;;
         gpu-b4-t0)
             # shellcheck disable=SC2046
-            leap bench --batch-size 4 --methods "ar,hf-static,suffix-auto=suffix,prompt-lookup-auto=prompt-lookup,$(IFS=,; echo "${search[*]}")" \
-                $(auto suffix-auto prompt-lookup-auto) "${prior[@]}" --device cuda --dtype bfloat16 --num-prompts 2 \
+            leap bench --batch-size 4 --methods "ar,hf-static,suffix-auto=suffix,prompt-lookup-auto=prompt-lookup,leap-drafters" \
+                $(auto suffix-auto prompt-lookup-auto) --device cuda --dtype bfloat16 --num-prompts 2 \
                 --temperature 0 "${common[@]}" --out "$out/$cell" ;;
         *) echo "regret.sh: unknown cell $cell (main-job b1-t0 b1-t1 b4-t0 b8-t0 b4-t1 long-t0 gpu-b1-t0 gpu-b4-t0)" >&2; exit 2 ;;
     esac
