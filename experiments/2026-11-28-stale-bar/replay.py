@@ -7,8 +7,8 @@ the closest), the step's seconds without beginning rows, a low-bit drafter's fir
 drafter's left unmeasured (``first_step_setup="switch"``), the tokens a row.
 
 Usage: python experiments/2026-11-28-stale-bar/replay.py STEPS.jsonl [--rows 8] [--drafters 6] [--refresh 0|32]
-(batch 0 is the untimed warm-up; ``--refresh`` the bandit's; the log's choices were made by the bandit of the commit that ran it, so a replay shows
-the values that bandit held, not what another would have chosen)."""
+(batch 0 is the untimed warm-up; ``--refresh`` the bandit's; the log's choices were made by the bandit of the commit
+that ran it, so a replay shows the values that bandit held, not what another would have chosen)."""
 
 import argparse
 import json

@@ -22,8 +22,9 @@ Per-method constructor arguments come from ``leap bench --method-arg NAME:KEY=VA
 
 Batches (``leap bench --batch-size B``): :meth:`BenchMethod.run_batch`; ``ar``, the drafters without layers and
 ``layer-skip`` with its ``config`` (:class:`leap.core.decoding.batch.BatchDecoder`; ``batch_cap=N|auto``, auto: a
-goodput bandit over caps, measuring plain decoding again every ``batch_refresh`` steps), ``leap-drafters`` (:meth:`SearchMethod.run_batch`) and transformers' plain ``hf-ar`` and
-``hf-static`` (:meth:`leap.bench.peers.TransformersPeer.run_batch`) can; the others refuse, on record.
+goodput bandit over caps, measuring plain decoding again every ``batch_refresh`` steps), ``leap-drafters``
+(:meth:`SearchMethod.run_batch`) and transformers' plain ``hf-ar`` and ``hf-static``
+(:meth:`leap.bench.peers.TransformersPeer.run_batch`) can; the others refuse, on record.
 """
 
 from __future__ import annotations
@@ -255,8 +256,9 @@ class SearchMethod(BenchMethod):
         (:class:`~leap.search.batch.BatchSearch`'s ``prune``, 1.0; false: off) which drafters stop drafting after a
         batch (those below that share of the best's measured goodput), ``batch_refresh`` (32; 0: off) after how many
         steps without it the bandit measures plain decoding again (:class:`~leap.core.decoding.batch.BatchDecoder`'s
-        ``refresh``), and the search's ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its batch set ranks the
-        drafters before the first batch and learns after each (what single requests measured is not read)."""
+        ``refresh``), and the search's ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory,
+        its batch set ranks the drafters before the first batch and learns after each (what single requests measured
+        is not read)."""
         if self._batch is None:
             from leap.search.batch import BatchSearch
 

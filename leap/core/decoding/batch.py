@@ -119,7 +119,7 @@ class BatchDecoder:
             (:attr:`~leap.core.drafters.base.Drafter.keeps_context`), its first step in a batch and its first after
             every step it did not draft, for the others none; off: measured like the others.
         refresh: with ``num_tokens="auto"``, the bandit measures plain decoding again after this many steps without it,
-            and ages what an arm measured by the steps since (:class:`~leap.core.policies.batch_caps.GoodputBandit`'s
+            and ages what plain measured by the steps since (:class:`~leap.core.policies.batch_caps.GoodputBandit`'s
             ``refresh``); 0: off.
         graphs: decode on static buffers with each layer a CUDA graph (:mod:`leap.core.modeling.graphs.batch`; off a
             GPU the same path without capture); None: ``LEAP_BATCH_GRAPHS=1`` in the environment turns it on. Off by
