@@ -93,7 +93,7 @@ class BatchGraphs:
         """Capture (and check) every layer's graph at every width of :data:`BATCH_WIDTHS` now, on random inputs at
         slot 0 (a new batch's prefill overwrites them), so that no batch captures inside its clock."""
         generator = torch.Generator(device=self.device).manual_seed(0)
-        model = self.stack.model
+        like = self.stack.model.embed_tokens.weight
         for width in BATCH_WIDTHS:
             if width > self.capacity:
                 break
@@ -102,7 +102,6 @@ class BatchGraphs:
             allowed = torch.zeros(self.rows, width, self.capacity, dtype=torch.bool, device=self.device)
             allowed[:, :, :width] = causal
             for index in range(self.stack.num_layers):
-                like = model.embed_tokens.weight
                 hidden = torch.randn(self.rows, width, like.shape[-1], generator=generator,
                                      device=self.device).to(like.dtype)
                 self.run(((index, 1),), hidden, positions, allowed, 0, width)
@@ -167,11 +166,17 @@ class StaticBatchState(BatchState):
         graphs.holder = weakref.ref(self)
         self.cache = graphs.cache
         self.live = list(range(graphs.rows))  #: the buffer row of each row still decoding
+        self._index()
         self.valid = torch.zeros(graphs.rows, 0, dtype=torch.bool, device=stack.device)
         self.slot_pos = torch.zeros(graphs.rows, 0, dtype=torch.long, device=stack.device)
 
-    def _live(self) -> torch.Tensor:
-        return torch.as_tensor(self.live, device=self.valid.device)
+    def _index(self) -> None:
+        """The device-side forms of :attr:`live` every forward reads, made when it changes (not once a forward): the
+        live rows' indices, and the dead rows' (``[dead, 1]``) or None."""
+        dev = self.stack.device
+        self._live = torch.as_tensor(self.live, device=dev)
+        gone = sorted(set(range(self.graphs.rows)) - set(self.live))
+        self._gone = torch.as_tensor(gone, device=dev)[:, None] if gone else None
 
     def _fits(self, width: int) -> None:
         """Refuse a forward of ``width`` slots past the buffers (:meth:`keep` packs before it could come to that)."""
@@ -184,7 +189,7 @@ class StaticBatchState(BatchState):
         q = ids.shape[1]
         width = bucket(q)
         self._fits(width)
-        rows, live, dev = self.graphs.rows, self._live(), self.valid.device
+        rows, live, dev = self.graphs.rows, self._live, self.valid.device
         start = self.slots
         full_ids = torch.zeros(rows, width, dtype=torch.long, device=dev)
         full_ids[live, :q] = ids.to(dev)
@@ -201,7 +206,7 @@ class StaticBatchState(BatchState):
     def draft_forward(self, plan: LayerPlan, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         drafted = positions.shape[1]  # the draft tokens fed before this one, and this one
         self._fits(drafted)
-        rows, live, dev = self.graphs.rows, self._live(), self.valid.device
+        rows, live, dev = self.graphs.rows, self._live, self.valid.device
         start = self.slots + drafted - 1
         full_ids = torch.zeros(rows, 1, dtype=torch.long, device=dev)
         full_ids[live] = ids.to(dev)
@@ -228,11 +233,9 @@ class StaticBatchState(BatchState):
             [torch.ones(q, start, dtype=torch.bool, device=dev), causal], dim=1)[None]
         own = torch.arange(width, device=dev)
         allowed[:, own[q:], start + own[q:]] = True  # a padded query: its own slot
-        dead = torch.ones(rows, dtype=torch.bool, device=dev)
-        dead[self._live()] = False
-        if dead.any():  # a finished request's row: every query its own slot
-            allowed[dead] = False
-            gone = dead.nonzero()[:, :1]
+        gone = self._gone
+        if gone is not None:  # a finished request's row: every query its own slot
+            allowed[gone[:, 0]] = False
             allowed[gone, own[None], start + own[None]] = True
         hidden = self.stack.model.embed_tokens(ids)
         return graphs.run(plan, hidden, positions, allowed, start, q)
@@ -247,7 +250,7 @@ class StaticBatchState(BatchState):
 
     def keep(self, start: int, kept: Sequence[int]) -> None:
         full = torch.zeros(self.graphs.rows, dtype=torch.long, device=self.valid.device)
-        full[self._live()] = torch.as_tensor(list(kept), device=self.valid.device)
+        full[self._live] = torch.as_tensor(list(kept), device=self.valid.device)
         end = start + max(kept)
         offsets = torch.arange(self.slots - start, device=self.valid.device)
         self.valid[:, start:] &= offsets[None, :] < full[:, None]
@@ -277,5 +280,6 @@ class StaticBatchState(BatchState):
         leaving = set(range(len(self.live))) - {int(r) for r in rows}
         dead = [self.live[i] for i in leaving]
         self.live = [self.live[int(r)] for r in rows]
+        self._index()
         if dead:
             self.valid[torch.as_tensor(dead, device=self.valid.device)] = False
