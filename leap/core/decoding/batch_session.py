@@ -22,7 +22,7 @@ import torch
 from leap.core.decoding.batch_state import BatchOutcome, BatchRow, BatchState
 from leap.core.decoding.step_draft import StepDraft, commit_cut
 from leap.core.errors import ContextLengthError, SettingsError
-from leap.core.verify.sampling import SamplingSettings, greedy_accept, sample, speculative_accept, target_probs
+from leap.core.verify.sampling import SamplingSettings, greedy_accept_rows, sample, speculative_accept, target_probs
 
 __all__ = ["BatchSession"]
 
@@ -183,25 +183,22 @@ class BatchSession:
         drafts = self._draft(cap)
         self.draft_s, self.accepted = time.perf_counter() - t_draft, 0
         q = 1 + max(len(d.tokens) for d in drafts)
-        ids = torch.zeros(len(active), q, dtype=torch.long)
-        pos = torch.zeros(len(active), q, dtype=torch.long)
-        real = torch.zeros(len(active), q, dtype=torch.bool)
-        for i, (r, draft) in enumerate(zip(active, drafts)):
-            n = 1 + len(draft.tokens)
-            base = len(tokens[r]) - 1
-            ids[i, :n] = torch.tensor([tokens[r][-1], *draft.tokens])
-            pos[i] = torch.arange(base, base + q)
-            real[i, :n] = True
+        rows_in = []  # per row: its tokens, their positions, which are real (a row's chain padded to q)
+        for r, draft in zip(active, drafts):
+            n, base = 1 + len(draft.tokens), len(tokens[r]) - 1
+            rows_in.append(([tokens[r][-1], *draft.tokens] + [0] * (q - n), list(range(base, base + q)),
+                            [1] * n + [0] * (q - n)))
+        ids, pos, real = torch.tensor(list(zip(*rows_in)), dtype=torch.long).to(model.device)  # one copy to the device
         start = state.slots
-        dev = model.device
-        hidden = state.forward(ids.to(dev), pos.to(dev), real.to(dev))
+        hidden = state.forward(ids, pos, real.bool())
         logits = stack.model.lm_head(stack.model.norm(hidden)).float()  # [B, q, V]
         kept, still, committed = [], [], 0
+        greedy = greedy_accept_rows([d.tokens for d in drafts], logits) if settings.greedy else None  # one read
         for i, (r, draft) in enumerate(zip(active, drafts)):
             k = len(draft.tokens)
             row_logits = logits[i, : k + 1]
-            if settings.greedy:
-                accepted, nxt = greedy_accept(draft.tokens, row_logits)
+            if greedy is not None:
+                accepted, nxt = greedy[i]
             else:
                 q_rows = torch.stack(draft.q_rows) if draft.q_rows else row_logits[:0]
                 accepted, nxt = speculative_accept(draft.tokens, q_rows, target_probs(row_logits, settings),

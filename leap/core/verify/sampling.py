@@ -14,7 +14,7 @@ and the verifier's logits, then :func:`greedy_accept` or :func:`speculative_acce
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -22,7 +22,7 @@ import torch
 from leap.core.errors import SettingsError
 
 __all__ = ["SamplingSettings", "target_probs", "greedy_accept", "speculative_accept", "sample", "tree_accept",
-           "draft_rows", "greedy_accept_deferred", "DenseDraw"]
+           "draft_rows", "greedy_accept_deferred", "greedy_accept_rows", "DenseDraw"]
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,15 @@ def greedy_accept(draft: list[int], target_logits: torch.Tensor) -> tuple[int, i
         correction at the first mismatch, or the bonus token when all ``k`` match).
     """
     return _longest_match(draft, target_logits.argmax(dim=-1).tolist())
+
+
+def greedy_accept_rows(drafts: Sequence[Sequence[int]], target_logits: torch.Tensor) -> list[tuple[int, int]]:
+    """:func:`greedy_accept` of every row of a batch at once: ``drafts[i]`` is row ``i``'s chain and
+    ``target_logits[i, : len(drafts[i]) + 1]`` its verifier logits (``[B, q, V]``, rows padded to ``q``). The target's
+    choices come to the host in one read for the whole batch, not one per row (on a GPU each read waits for the
+    device). Called by :meth:`leap.core.decoding.batch_session.BatchSession.step`."""
+    choices = target_logits.argmax(dim=-1).tolist()
+    return [_longest_match(list(draft), row[: len(draft) + 1]) for draft, row in zip(drafts, choices)]
 
 
 def greedy_accept_deferred(known: list[int], pending: torch.Tensor, target_logits: torch.Tensor

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from leap.core import LayerConfig, SelfSpecDecoder
-from leap.core.verify.sampling import (DenseDraw, SamplingSettings, draft_rows, greedy_accept, speculative_accept,
-                                      target_probs)
+from leap.core.verify.sampling import (DenseDraw, SamplingSettings, draft_rows, greedy_accept, greedy_accept_rows,
+                                      speculative_accept, target_probs)
 from tests.tiny import tiny_model
 
 
@@ -78,6 +78,18 @@ def test_greedy_accept():
     assert greedy_accept([3, 4, 9], logits) == (3, 1)
     assert greedy_accept([3, 5, 9], logits) == (1, 4)
     assert greedy_accept([], logits[:1]) == (0, 3)
+
+
+@given(rows=st.lists(st.tuples(st.lists(st.integers(0, 5), max_size=4), st.integers(0, 2**31 - 1)), min_size=1,
+                     max_size=5))
+@settings(max_examples=60, deadline=None)
+def test_greedy_accept_rows_is_greedy_accept_of_each_row(rows):
+    """The batch's one read gives every row what its own greedy_accept gives (rows padded to the longest chain, small
+    vocabularies so that drafts often match)."""
+    q = 1 + max(len(draft) for draft, _ in rows)
+    logits = torch.stack([torch.randn(q, 6, generator=torch.Generator().manual_seed(seed)) for _, seed in rows])
+    drafts = [draft for draft, _ in rows]
+    assert greedy_accept_rows(drafts, logits) == [greedy_accept(d, logits[i, : len(d) + 1]) for i, d in enumerate(drafts)]
 
 
 def test_top_p_keeps_the_nucleus():
