@@ -29,9 +29,7 @@ least ``keep`` times its remembered mean) stops there; while untried options thi
 the best of them is the next trial, and the agent draws among the others (:meth:`SearchMemory.settles`). With no
 favourite (no memory, or an empty one), a request that carries nothing on hands its leader (its best option without
 layers that paid) to the next request as its first trial, which counts towards carrying it (from an empty memory,
-128-token requests otherwise each searched again from scratch: ``docs/data/regret-1c947d6/long-t0``); with none
-handed, the first option the memory does not know, model-free drafters first (a losing trial of theirs costs little;
-the agent's first draw on an H200 was ``eagle``: ``experiments/2026-11-28-gpu-regret``). Each of the
+128-token requests otherwise each searched again from scratch: ``docs/data/regret-1c947d6/long-t0``). Each of the
 memory's conditions (:meth:`~leap.search.memory.SearchMemory.condition`: short and long prompts, greedy and sampled)
 keeps its own carried choice, handed leader, plain step time and streak of fruitless searches.
 
@@ -166,17 +164,23 @@ class OnlineSearch:
             self._enter(self.memory.condition(session.prompt_len, temperature=session.settings.temperature))
         state = self._state
         clock = session.stack.clock  # synchronises the device before reading the host clock
-        # t_base: plain steps after one untimed warm-up step (a GPU's first step after a prefill runs cold), tokens
-        # kept; a request carrying an earlier choice reuses the last one (three tokens at plain speed where the carried
-        # drafter would have drafted: a few percent of a request). t_base <= 0: the prompt ended, nothing to search
+
+        # t_base: plain steps after one untimed warm-up step (the first step after a prefill runs
+        # cold on a GPU: new shapes, allocator growth); their tokens are kept, nothing is wasted. A request that
+        # carries an earlier choice runs no trial and needs no fresh t_base: it reuses the last measured one (three
+        # tokens at plain speed where the carried drafter would have drafted them: a few percent of a request)
         reuse = s.carry_over and state.carry_left > 0 and state.carried is not None and state.t_base > 0
-        t_base = state.t_base
-        if not reuse:
+        if reuse:
+            t_base = state.t_base
+        else:
             base_times = [session.step(None, drafter=None).time_s for _ in range(s.base_steps + 1) if not session.done]
             base_times = base_times[1:] if len(base_times) > 1 else base_times
             t_base = statistics.median(base_times) if base_times else 0.0
             state.t_base = t_base if t_base > 0 else state.t_base
-        reward = CostModelSpeedup(self.decoder.costs) if s.reward == "cost" or t_base <= 0 else MeasuredSpeedup(t_base)
+        if s.reward == "cost" or t_base <= 0:  # t_base <= 0: the prompt ended before; nothing to search
+            reward = CostModelSpeedup(self.decoder.costs)
+        else:
+            reward = MeasuredSpeedup(t_base)
         plain_s = session.prefill_time_s + session.max_new_tokens * t_base  # the request, decoded plainly
 
         iterations, converged, stop, overhead = 0, False, "done", 0.0
@@ -313,15 +317,11 @@ class OnlineSearch:
 
     def _first_trial(self, handed: DraftChoice | None) -> DraftChoice | None:
         """``favourite_first``: the memory's favourite, else the last request's leader (``handed``) where this request
-        offers it, else the first option the memory does not know (module docstring)."""
-        favourite, options = self._favourite(), self.agent.space.options
-        if favourite is not None or not self.agent.accepts_foreign_trials:
+        offers it (module docstring)."""
+        favourite = self._favourite()
+        if favourite is not None or handed is None or not self.agent.accepts_foreign_trials:
             return favourite
-        if handed is not None and handed.drafter in options:
-            return handed
-        memory = self.memory
-        new = [o for o in options if memory is not None and not o.uses_layers and memory.remembered(o.label) is None]
-        return DraftChoice(new[0], None) if new else None
+        return handed if handed.drafter in self.agent.space.options else None
 
     def _leader(self, history: SearchHistory) -> DraftChoice | None:
         """The option without layers whose mean trial reward on this request is best, if it reaches ``min_speedup``."""

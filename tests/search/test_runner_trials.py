@@ -431,35 +431,6 @@ class _ThreeOptions(SearchAgent):
         return self.bad if not any(t.config == self.bad for t in history) else self.good
 
 
-class _WrongFirstInSpace(_ThreeOptions):
-    """:class:`_ThreeOptions` with the wrong drafter first in the space, so that an empty memory's first trial (the
-    first option it does not know) is the agent's own first ask."""
-
-    def __init__(self, num_layers: int) -> None:
-        SearchAgent.__init__(self, JointSpace(baseline_space(num_layers), ["suffix", "prompt-lookup", "stand"]))
-        self.bad, self.good, _ = (DraftChoice(option, None) for option in self.space.options)
-
-
-@pytest.mark.parametrize("favourite_first", [True, False])
-def test_an_empty_memory_opens_with_the_first_option_of_the_space(tiny_qwen2, monkeypatch, favourite_first):
-    """From an empty memory, nothing handed, the first trial is the space's first option without layers
-    (``prompt-lookup``; model-free drafters come first in leap's options), not the agent's draw (``suffix``): on an
-    H200 the agent's first draw was ``eagle``, a losing trial that ended each search it opened
-    (experiments/2026-11-28-gpu-regret). Red when the runner leaves the first trial to the agent. Without
-    ``favourite_first`` the agent draws. Lossless."""
-    from leap.search.memory import SearchMemory
-
-    prompt = [5, 6, 7, 8] * 3
-    plain = _lookup_is_the_oracle(tiny_qwen2, monkeypatch, prompt, 33)
-    settings = SearchSettings(budget=50, steps_per_trial=4, give_up=0, min_speedup=0.0, reward="cost", carry_over=0,
-                              favourite_first=favourite_first)
-    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _ThreeOptions(tiny_qwen2.num_layers),
-                          settings, memory=SearchMemory(None))
-    out = runner.generate(prompt, max_new_tokens=33)
-    assert out.trials[0]["config"] == ("prompt-lookup" if favourite_first else "suffix")
-    assert out.generation.token_ids == plain
-
-
 def test_a_handed_leader_that_leads_again_settles_the_request_after_one_more_option(tiny_qwen2, monkeypatch):
     """From an empty memory, the second request tries the first's leader first; once it leads again and one more
     option has been tried, the request settles (stop = "memory") though a third option is still unknown, instead of
@@ -470,7 +441,7 @@ def test_a_handed_leader_that_leads_again_settles_the_request_after_one_more_opt
     prompt = [5, 6, 7, 8] * 3
     plain = _lookup_is_the_oracle(tiny_qwen2, monkeypatch, prompt, 33)
     settings = SearchSettings(budget=50, steps_per_trial=4, give_up=0, min_speedup=0.0, reward="cost", carry_over=0)
-    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _WrongFirstInSpace(tiny_qwen2.num_layers),
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _ThreeOptions(tiny_qwen2.num_layers),
                           settings, memory=SearchMemory(None))
     first = runner.generate(prompt, max_new_tokens=17)
     assert first.stop == "done" and [t["config"] for t in first.trials][:2] == ["suffix", "prompt-lookup"]
@@ -525,7 +496,7 @@ def test_a_request_stops_waiting_for_unknown_options_once_it_has_tried_explore_o
     plain = _lookup_is_the_oracle(tiny_qwen2, monkeypatch, prompt, 33)
     settings = SearchSettings(budget=50, steps_per_trial=4, give_up=0, min_speedup=0.0, reward="cost", carry_over=0,
                               explore=explore)
-    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _WrongFirstInSpace(tiny_qwen2.num_layers),
+    runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _ThreeOptions(tiny_qwen2.num_layers),
                           settings, memory=SearchMemory(None))
     out = runner.generate(prompt, max_new_tokens=33)
     assert [t["config"] for t in out.trials][:2] == ["suffix", "prompt-lookup"]
