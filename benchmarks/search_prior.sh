@@ -21,7 +21,11 @@
 #    leap-drafters at T = 1 on the same 20 seed prompts as step 1 (seed-1500..1519), learning into
 #    OUT/seed_sampled_memory.json from an empty memory; its sampled set joins the shipped prior. benchmarks/regret.sh's
 #    b1-t1 cell evaluates it on Spec-Bench.
-# Usage: [PRIOR=build|keep|batches|long|sampled] bash benchmarks/search_prior.sh OUT_DIR
+# 6. PRIOR=sampled-batches: the prior's sampled batch set alone (SearchMemory's "sampled_batches": batches at T > 0),
+#    then stop: leap-drafters at B = 4, T = 1 on the same 40 seed prompts as step 3 (seed-1520..1559), learning into
+#    OUT/seed_sampled_batch_memory.json from an empty memory; its set joins the shipped prior. benchmarks/regret.sh's
+#    b4-t1 cell evaluates it on Spec-Bench.
+# Usage: [PRIOR=build|keep|batches|long|sampled|sampled-batches] bash benchmarks/search_prior.sh OUT_DIR
 set -euo pipefail
 out="${1:?usage: bash benchmarks/search_prior.sh OUT_DIR}"
 mkdir -p "$out"
@@ -65,6 +69,12 @@ if [ "${PRIOR:-build}" = sampled ]; then
   python -m leap.heads.prompts "$out/seed_sampled_prompts.jsonl" 1500 20
   TEMP=1 join_set sampled seed_sampled "leap-drafters, B = 1, T = 1, 128 new tokens, 20 seed prompts seed-1500..1519 of leap.heads.prompts" \
       --num-prompts 20
+  exit 0
+fi
+if [ "${PRIOR:-build}" = sampled-batches ]; then
+  python -m leap.heads.prompts "$out/seed_sampled_batch_prompts.jsonl" 1520 40
+  TEMP=1 join_set sampled_batches seed_sampled_batch "leap-drafters, B = 4, T = 1, 128 new tokens, 40 seed prompts seed-1520..1559 of leap.heads.prompts" \
+      --batch-size 4 --num-prompts 40
   exit 0
 fi
 if [ "${PRIOR:-build}" != keep ]; then
