@@ -10,7 +10,8 @@
 #   b4-t0           batches of 4 of the same 39 prompts (10 batches), T = 0
 #   b8-t0           batches of 8 of six first turns per category (78 prompts, 10 batches: with the 39 prompts' 5
 #                   batches the interval was 0.3 wide on the Xeon, wider than the 5% it is to decide), T = 0
-#   b4-t1           batches of 4, T = 1
+#   b4-t1           batches of 4 of the b8-t0 cell's 78 prompts (20 batches: over 10 the interval was about 0.15 wide
+#                   on the Xeon, a batch's rows ending at other lengths once it drafts at T = 1), T = 1
 #   long-t0         the longest prompts: Spec-Bench's summarization and rag first turns, five each, T = 0
 #   main-job        the README's main-job prompt, 8 runs, every request a new machine's first (memory=first: a new
 #                   search from the shipped prior), the memory's favourite first (the default) and not
@@ -18,7 +19,7 @@
 #                   (`hf-static`) and the model-free drafters beside the search (from an empty memory only: the
 #                   shipped prior is the CPU's, float32)
 # Usage: [CELLS='b4-t0 b8-t0'] [DEVICE=cpu|cuda] bash benchmarks/regret.sh OUT_DIR
-# On the project's 2-core CPU a B = 1 cell takes about 15 minutes, a batch cell 6-13; the whole CPU set about 80.
+# On the project's 2-core CPU a B = 1 cell takes about 15 minutes, a batch cell 6-20; the whole CPU set about 90.
 # On one H200 a GPU cell took about 3 minutes, plus about a minute of calibration the first time (tools/gpu_stage.sh
 # carries the model there).
 set -euo pipefail
@@ -38,7 +39,7 @@ for cell in ${CELLS:-$default_cells}; do
             leap bench --methods "ar,lowbit,suffix,$(IFS=,; echo "${search[*]}")" "${prior[@]}" --num-prompts 3 \
                 --temperature "${cell#b1-t}" "${cpu[@]}" "${common[@]}" --out "$out/$cell" ;;
         b4-t0|b8-t0|b4-t1)
-            b="${cell%%-*}"; b="${b#b}"; t="${cell#*-t}"; n=3; if [ "$b" = 8 ]; then n=6; fi
+            b="${cell%%-*}"; b="${b#b}"; t="${cell#*-t}"; n=3; if [ "$cell" != b4-t0 ]; then n=6; fi
             # shellcheck disable=SC2046
             leap bench --batch-size "$b" --methods "ar,lowbit-auto=lowbit,suffix-auto=suffix,$(IFS=,; echo "${search[*]}")" \
                 $(auto lowbit-auto suffix-auto) "${prior[@]}" --num-prompts "$n" --temperature "$t" "${cpu[@]}" \
