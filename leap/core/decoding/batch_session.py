@@ -102,17 +102,20 @@ class BatchSession:
                                                     [tokens[r] for r in self.active], [max(room, 0) for room in rooms])
             for draft, chain, room in zip(drafts, chains, rooms):
                 draft.take_free(chain[:max(room, 0)], None, self.eos)
-        elif drafters is not None:
-            for draft, r, room in zip(drafts, self.active, rooms):
-                d = drafters[r]
-                if room <= 0:
-                    continue
-                if d.samples_drafts:
-                    drawn = d.propose_sampled(tokens[r], room, self.generators[r])[:room]
+        elif drafters is not None and drafters[self.active[0]].samples_drafts:  # the rows' draws, together if it can
+            drawn_rows = type(drafters[self.active[0]]).propose_sampled_rows(
+                [drafters[r] for r in self.active], [tokens[r] for r in self.active], [max(room, 0) for room in rooms],
+                [self.generators[r] for r in self.active])
+            for draft, drawn, room in zip(drafts, drawn_rows, rooms):
+                if room > 0:
+                    drawn = drawn[:room]
                     draft.take_free([t for t, _ in drawn], [q for _, q in drawn], self.eos,
                                     (model.vocab_size, model.device))
-                else:
-                    draft.take_free(d.propose(tokens[r], room)[:room], None, self.eos, (model.vocab_size, model.device))
+        elif drafters is not None:
+            for draft, r, room in zip(drafts, self.active, rooms):
+                if room > 0:
+                    draft.take_free(drafters[r].propose(tokens[r], room)[:room], None, self.eos,
+                                    (model.vocab_size, model.device))
         return drafts
 
     def _draft_layers(self, drafts: list[StepDraft], rooms: list[int]) -> list[StepDraft]:

@@ -134,6 +134,16 @@ class Drafter:
         pass)."""
         return [d.propose(t, m) if m > 0 else [] for d, t, m in zip(rows, tokens, max_tokens)]
 
+    @classmethod
+    def propose_sampled_rows(cls, rows: Sequence[Drafter], tokens: Sequence[Sequence[int]],
+                             max_tokens: Sequence[int], generators: Sequence[Any]) -> list[list[tuple[int, Any]]]:
+        """Under sampling, for drafters with ``samples_drafts``: row ``i``'s ``(token, q)`` pairs are what
+        ``rows[i].propose_sampled(tokens[i], max_tokens[i], generators[i])`` gives, each row drawing with its own
+        generator (default: exactly that, one row after the other; ``lowbit`` drafts every row's next token in one
+        pass). :class:`~leap.core.decoding.batch_session.BatchSession` calls it at T > 0, as :meth:`propose_rows` at
+        T = 0."""
+        return [d.propose_sampled(t, m, g) if m > 0 else [] for d, t, m, g in zip(rows, tokens, max_tokens, generators)]
+
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         """Up to ``max_tokens`` candidate tokens to follow ``tokens`` (prompt + output so far)."""
         raise NotImplementedError

@@ -210,6 +210,32 @@ class Cascade(Drafter):
                 out[i] = list(chain)
         return out
 
+    @classmethod
+    def propose_sampled_rows(cls, rows: Sequence[Drafter], tokens: Sequence[Sequence[int]],
+                             max_tokens: Sequence[int], generators: Sequence[Any]) -> list[list[tuple[int, Any]]]:
+        """Under sampling, row ``i``'s draws are what its :meth:`propose_sampled` gives: the first part's chain where
+        it is long enough, else the second part's draws - for all such rows in one
+        :meth:`~leap.core.drafters.base.Drafter.propose_sampled_rows` of the second part's class."""
+        if not all(isinstance(r, Cascade) and r.then.samples_drafts for r in rows):
+            return super().propose_sampled_rows(rows, tokens, max_tokens, generators)
+        out: list[list[tuple[int, Any]]] = [[] for _ in rows]
+        then = []
+        for i, (row, t, m) in enumerate(zip(rows, tokens, max_tokens)):
+            if m <= 0:
+                continue
+            tree = row.first.propose_tree(t, m) if row.first_when_sampling else DraftTree()
+            if row._pick(tree):
+                out[i] = _drawn_chain(tree)
+            else:
+                then.append(i)
+        if then:
+            group = [rows[i].then for i in then]
+            drawn = type(group[0]).propose_sampled_rows(group, [tokens[i] for i in then],
+                                                        [max_tokens[i] for i in then], [generators[i] for i in then])
+            for i, chain in zip(then, drawn):
+                out[i] = list(chain)
+        return out
+
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         return self.propose_tree(tokens, max_tokens).first_chain()
 
@@ -222,13 +248,7 @@ class Cascade(Drafter):
         return self.then.propose_tree(tokens, max_depth)
 
     def propose_sampled(self, tokens: Sequence[int], max_tokens: int, generator):
-        tree = self.propose_sampled_tree(tokens, max_tokens, generator)
-        out, row = [], 0
-        while tree.children(row):  # the first chain; row r holds node r - 1
-            row = next(iter(tree.children(row).values()))
-            token, q = tree.tokens[row - 1], tree.draws[row - 1]
-            out.append((token, q if q is not None else {token: 1.0}))
-        return out
+        return _drawn_chain(self.propose_sampled_tree(tokens, max_tokens, generator))
 
     def feedback(self, drafted: int, accepted: int) -> None:
         if self._chosen is not None:
@@ -271,3 +291,13 @@ class Cascade(Drafter):
     def steady_start(self) -> None:
         for d in self.parts:
             d.steady_start()
+
+
+def _drawn_chain(tree: DraftTree) -> list[tuple[int, Any]]:
+    """A tree's first chain as ``(token, q)`` pairs, a deterministic proposal's ``q`` one-hot."""
+    out, row = [], 0
+    while tree.children(row):  # the first chain; row r holds node r - 1
+        row = next(iter(tree.children(row).values()))
+        token, q = tree.tokens[row - 1], tree.draws[row - 1]
+        out.append((token, q if q is not None else {token: 1.0}))
+    return out

@@ -55,6 +55,7 @@ from typing import Any
 import torch
 
 from leap.core.drafters.base import Drafter, drafters
+from leap.core.drafters.prompt_lookup import NgramIndex
 from leap.core.errors import SettingsError
 from leap.core.runtime.notices import say_once
 from leap.core.modeling.low_bit import QUANTS, LowBitRunner, make_row_runners, make_runner, runner_unavailable
@@ -68,45 +69,6 @@ SHAPES = ("chain", "siblings", "delayed")
 PRE = ("none", "lookup")  # the chain's cheaper first level (multi-level drafting): none, or prompt lookup
 PRE_TRIAL = 16  # guessed tokens before ``pre_min_kept`` decides whether the first level goes on guessing
 TREE_TOP_K = 64  # a tree's candidates per node when ``top_k=0`` (a tree lists its candidates; chains draw densely)
-
-
-class _Lookup:
-    """Prompt lookup (Saxena, 2023) as the first level of a multi-level draft: the latest earlier occurrence of the
-    chain's last 3-gram (else 2-gram) in the draft's context, and what followed it. An index of every n-gram's latest
-    end, grown with the context (rebuilt when a new request's context is not a continuation), so a guess is a dict
-    lookup - prompt lookup's scan over the context at every drafted token would cost as much as the token."""
-
-    SIZES = (3, 2)
-
-    def __init__(self) -> None:
-        self.tokens: list[int] = []
-        self.ends: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in self.SIZES}
-
-    def cover(self, context: Sequence[int]) -> None:
-        """Index every n-gram of ``context`` that has a token after it."""
-        have = len(self.tokens)
-        if have > len(context) or list(context[:have]) != self.tokens:
-            self.tokens, have = [], 0
-            self.ends = {n: {} for n in self.SIZES}
-        self.tokens.extend(int(t) for t in context[have:])
-        for end in range(max(have - 1, 1), len(self.tokens)):  # n-grams ending at `end` (exclusive), followed
-            for n, table in self.ends.items():
-                if end >= n:
-                    table[tuple(self.tokens[end - n:end])] = end
-
-    def guess(self, context: Sequence[int], chain: Sequence[int], limit: int) -> list[int]:
-        """What followed the latest earlier occurrence of ``(context + chain)``'s last n-gram (at most ``limit``)."""
-        if limit <= 0:
-            return []
-        tail = (list(context[-3:]) + list(chain))[-3:]
-        for n in self.SIZES:
-            end = self.ends[n].get(tuple(tail[-n:])) if len(tail) >= n else None
-            if end is not None:
-                follow = list(context[end:end + limit])
-                if len(follow) < limit and end + limit > len(context):
-                    follow += list(chain[: end + limit - len(context)])
-                return follow[:limit]
-        return []
 
 
 @drafters.register("lowbit")
@@ -145,7 +107,7 @@ class LowBit(Drafter):
         if not 0.0 <= pre_min_kept <= 1.0:
             raise SettingsError(f"lowbit: pre_min_kept must be in [0, 1], got {pre_min_kept}")
         self.pre, self.pre_tokens, self.pre_min_kept = pre, int(pre_tokens), float(pre_min_kept)
-        self._lookup = _Lookup() if pre == "lookup" else None
+        self._lookup = NgramIndex() if pre == "lookup" else None
         self.guessed = self.guessed_kept = 0  # the first level's guesses this request, and how many the draft kept
         self._prompt_kv = None  # the target's keys and values of the prompt, between use_prompt_kv and begin
         self._start = 0  # where the draft's context begins in this request's tokens (window > 0: the prompt's tail)
@@ -265,6 +227,33 @@ class LowBit(Drafter):
         every row still drafting its latest token."""
         if not all(isinstance(r, LowBit) and r.skeleton is None for r in rows):
             return super().propose_rows(rows, tokens, max_tokens)
+
+        def pick(i: int, logits: torch.Tensor, out: list[int]) -> int | None:
+            token = int(torch.argmax(logits).item())
+            low = rows[i].min_confidence and out and \
+                torch.softmax(logits, dim=-1)[token].item() < rows[i].min_confidence
+            return None if low else token
+
+        return cls._draft_rows(rows, tokens, max_tokens, pick)
+
+    @classmethod
+    def propose_sampled_rows(cls, rows: Sequence[Drafter], tokens: Sequence[Sequence[int]],
+                             max_tokens: Sequence[int], generators: Sequence[Any]) -> list[list[tuple[int, Any]]]:
+        """Every row's drawn chain (what its :meth:`propose_sampled` gives with its own generator, the first level's
+        guesses aside), drafted depth by depth as :meth:`propose_rows`: at T > 0 each row's llama.cpp pass ran alone,
+        B passes a depth where one does."""
+        if not all(isinstance(r, LowBit) and r.skeleton is None for r in rows):
+            return super().propose_sampled_rows(rows, tokens, max_tokens, generators)
+        draws: list[list[Any]] = [[] for _ in rows]
+        chains = cls._draft_rows(rows, tokens, max_tokens,
+                                 lambda i, logits, out: rows[i]._draw(logits, generators[i], draws[i]))
+        return [list(zip(chain, q)) for chain, q in zip(chains, draws)]
+
+    @classmethod
+    def _draft_rows(cls, rows: Sequence[LowBit], tokens: Sequence[Sequence[int]], max_tokens: Sequence[int],
+                    pick) -> list[list[int]]:
+        """The rows' chains of up to ``min(max_tokens[i], chain)`` tokens, each ``pick(i, logits, row i's chain so
+        far)`` (None: row ``i`` stops): the rows synced together, then one :meth:`LowBitRunner.feed_rows` a depth."""
         n = [min(m, r.chain) for r, m in zip(rows, max_tokens)]
         out: list[list[int]] = [[] for _ in rows]
         live = [i for i in range(len(rows)) if n[i] > 0]
@@ -275,10 +264,8 @@ class LowBit(Drafter):
         while live:
             going = []
             for i, row_logits in zip(live, logits):
-                token = int(torch.argmax(row_logits).item())
-                low = rows[i].min_confidence and out[i] and \
-                    torch.softmax(row_logits, dim=-1)[token].item() < rows[i].min_confidence
-                if not low:
+                token = pick(i, row_logits, out[i])
+                if token is not None:
                     out[i].append(token)
                     if len(out[i]) < n[i]:
                         going.append(i)
@@ -300,22 +287,24 @@ class LowBit(Drafter):
 
     def propose_sampled(self, tokens: Sequence[int], max_tokens: int,
                         generator: torch.Generator | None) -> list[tuple[int, dict[int, float]]]:
-        draws: list[dict[int, float]] = []
+        draws: list[Any] = []
+        return list(zip(self._chain(tokens, max_tokens, lambda logits, out: self._draw(logits, generator, draws)),
+                        draws))
 
-        def pick(logits: torch.Tensor, out: list[int]) -> int:
-            probs = target_probs(logits.unsqueeze(0), self.settings)[0]
-            top = torch.topk(probs, min(self.top_k, probs.numel())) if self.top_k else None  # 0: the whole of it
-            q = probs if top is None else top.values / top.values.sum()  # drawn from: exact, as the rule needs
-            index = int(torch.multinomial(q.to(generator.device) if generator is not None else q, 1,
-                                          generator=generator).item())
-            if top is None:
-                draws.append(DenseDraw(probs))  # one tensor, not a map of the whole vocabulary
-                return index
-            ids, values = top.indices.tolist(), q.tolist()
-            draws.append({i: v for i, v in zip(ids, values) if v > 0.0})
-            return ids[index]
-
-        return list(zip(self._chain(tokens, max_tokens, pick), draws))
+    def _draw(self, logits: torch.Tensor, generator: torch.Generator | None, draws: list[Any]) -> int:
+        """A token drawn from the draft's ``logits`` after the request's temperature and top-p (cut to ``top_k``);
+        the exact distribution it was drawn from goes on ``draws``, as the speculative sampling rule needs."""
+        probs = target_probs(logits.unsqueeze(0), self.settings)[0]
+        top = torch.topk(probs, min(self.top_k, probs.numel())) if self.top_k else None  # 0: the whole of it
+        q = probs if top is None else top.values / top.values.sum()  # drawn from: exact, as the rule needs
+        index = int(torch.multinomial(q.to(generator.device) if generator is not None else q, 1,
+                                      generator=generator).item())
+        if top is None:
+            draws.append(DenseDraw(probs))  # one tensor, not a map of the whole vocabulary
+            return index
+        ids, values = top.indices.tolist(), q.tolist()
+        draws.append({i: v for i, v in zip(ids, values) if v > 0.0})
+        return ids[index]
 
     def _chain(self, tokens: Sequence[int], max_tokens: int, pick) -> list[int]:
         """The draft's chain of up to ``min(max_tokens, chain)`` tokens, each ``pick(logits, chain so far)`` (None:

@@ -5,6 +5,9 @@ tokens in the prompt and the generated text, and propose the (up to ``num_tokens
 followed it; no match, no draft. transformers' ``prompt_lookup_num_tokens`` is the same rule.
 With ``tree_nodes > 1`` the continuations of *every* match (longest n-grams first, earliest first)
 are merged into a draft tree of at most ``tree_nodes`` nodes, verified with tree attention.
+
+:class:`NgramIndex` is the same lookup kept as an index grown with the context, for a caller that guesses at every
+drafted token: ``lowbit``'s multi-level draft (``pre="lookup"``, :mod:`leap.core.drafters.lowbit`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from leap.core.trees.draft_tree import DraftTree
 from leap.core.drafters.base import Drafter, drafters
 from leap.core.errors import SettingsError
 
-__all__ = ["PromptLookup"]
+__all__ = ["PromptLookup", "NgramIndex"]
 
 
 @drafters.register("prompt-lookup")
@@ -60,3 +63,43 @@ class PromptLookup(Drafter):
     def propose(self, tokens: Sequence[int], max_tokens: int) -> list[int]:
         self.last_match = 0
         return next(self._continuations(list(tokens), min(max_tokens, self.num_tokens)), [])
+
+
+class NgramIndex:
+    """Prompt lookup as an index: the latest earlier occurrence of a chain's last 3-gram (else 2-gram) in a context,
+    and what followed it - the first level of ``lowbit``'s multi-level draft (``pre="lookup"``,
+    :mod:`leap.core.drafters.lowbit`). An index of every n-gram's latest
+    end, grown with the context (rebuilt when a new request's context is not a continuation), so a guess is a dict
+    lookup - prompt lookup's scan over the context at every drafted token would cost as much as the token."""
+
+    SIZES = (3, 2)
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.ends: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in self.SIZES}
+
+    def cover(self, context: Sequence[int]) -> None:
+        """Index every n-gram of ``context`` that has a token after it."""
+        have = len(self.tokens)
+        if have > len(context) or list(context[:have]) != self.tokens:
+            self.tokens, have = [], 0
+            self.ends = {n: {} for n in self.SIZES}
+        self.tokens.extend(int(t) for t in context[have:])
+        for end in range(max(have - 1, 1), len(self.tokens)):  # n-grams ending at `end` (exclusive), followed
+            for n, table in self.ends.items():
+                if end >= n:
+                    table[tuple(self.tokens[end - n:end])] = end
+
+    def guess(self, context: Sequence[int], chain: Sequence[int], limit: int) -> list[int]:
+        """What followed the latest earlier occurrence of ``(context + chain)``'s last n-gram (at most ``limit``)."""
+        if limit <= 0:
+            return []
+        tail = (list(context[-3:]) + list(chain))[-3:]
+        for n in self.SIZES:
+            end = self.ends[n].get(tuple(tail[-n:])) if len(tail) >= n else None
+            if end is not None:
+                follow = list(context[end:end + limit])
+                if len(follow) < limit and end + limit > len(context):
+                    follow += list(chain[: end + limit - len(context)])
+                return follow[:limit]
+        return []

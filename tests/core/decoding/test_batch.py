@@ -373,6 +373,27 @@ def test_cascade_rows_left_to_lowbit_draft_together_and_stay_lossless(tiny_llama
     assert together and max(together) == len(prompts)  # the rows drafted together, not one by one
 
 
+@pytest.mark.parametrize("spec", ["lowbit", "cascade"])
+def test_sampled_lowbit_rows_draft_together(tiny_llama, monkeypatch, spec):
+    """At T > 0 the rows' low-bit draws come from one :meth:`LowBit.propose_sampled_rows` a step (one runner pass a
+    depth for every row), for ``lowbit`` and for ``cascade``'s rows left to it, not one row's drafter after another.
+    (That each row draws what it would alone is the drafter's test; that sampled rows keep the target distribution
+    is ``test_sampled_rows_follow_the_target_distribution...``.)"""
+    from leap.core.drafters.lowbit import LowBit
+
+    together = []
+    rows_of = LowBit.propose_sampled_rows.__func__
+    monkeypatch.setattr(LowBit, "propose_sampled_rows", classmethod(
+        lambda cls, rows, *args: (together.append(len(rows)), rows_of(cls, rows, *args))[1]))
+    monkeypatch.setattr(LowBit, "propose_sampled", lambda *a, **k: pytest.fail("a row drafted alone"))
+    prompts = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [14, 15, 16, 17, 18, 19, 20, 21]]
+    kwargs = {"backend": "torch-int8"} if spec == "lowbit" else {"then_backend": "torch-int8", "min_first": 99}
+    out = BatchDecoder(tiny_llama, spec, num_tokens=4, drafter_kwargs=kwargs).generate(
+        prompts, max_new_tokens=12, temperature=1.0, seed=3)
+    assert all(r.token_ids for r in out.rows) and sum(1 for c in out.caps if c) >= 2  # it decoded, drafting
+    assert together and max(together) == len(prompts)
+
+
 def test_the_loss_budget_does_not_count_beginning_a_drafters_rows_as_a_loss(tiny_llama):
     """Losing cheaply judges the drafted steps against plain ones; beginning a drafter's rows (0.3 s here, far above
     this batch's budget) is paid once a batch, as the prefill is, and must not switch off a drafter that pays."""

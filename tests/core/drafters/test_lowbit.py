@@ -140,6 +140,37 @@ def test_lowbit_samples_follow_the_target_distribution(monkeypatch, top_k):
     assert control < 1e-6
 
 
+def _as_map(q):
+    """A draw's distribution as a ``{token: probability}`` map (a dense draw reads as one)."""
+    return {int(t): round(float(v), 6) for t, v in q.items()}
+
+
+@settings(max_examples=12, deadline=None)
+@given(seeds=st.lists(st.integers(0, 2 ** 16), min_size=3, max_size=3),
+       rooms=st.lists(st.integers(0, 7), min_size=3, max_size=3), top_k=st.sampled_from([0, 5]))
+def test_sampled_rows_draw_what_each_row_draws_alone(runner_model, seeds, rooms, top_k):
+    """``LowBit.propose_sampled_rows`` (a batch at T > 0, depth by depth over the rows): row ``i``'s ``(token, q)``
+    pairs are what its own ``propose_sampled`` gives with a generator in the same state, whatever the rows' rooms -
+    each row draws with its own generator, from its own logits."""
+    prompts = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16]]
+
+    def rows():
+        out = []
+        for p in prompts:
+            d = LowBit(num_tokens=6, top_k=top_k, runner=FloatRunner(runner_model))
+            d.use_sampling(SamplingSettings(1.0, 1.0))
+            d.begin(p)
+            out.append(d)
+        return out
+
+    together = LowBit.propose_sampled_rows(rows(), prompts, rooms, [torch.Generator().manual_seed(s) for s in seeds])
+    alone = [d.propose_sampled(p, m, torch.Generator().manual_seed(s)) if m > 0 else []
+             for d, p, m, s in zip(rows(), prompts, rooms, seeds)]
+    assert [[t for t, _ in row] for row in together] == [[t for t, _ in row] for row in alone]
+    assert [len(row) for row in together] == [min(m, 6) for m in rooms]
+    assert [[_as_map(q) for _, q in row] for row in together] == [[_as_map(q) for _, q in row] for row in alone]
+
+
 def test_lowbit_settings_errors_name_the_fix(tiny_llama):
     with pytest.raises(SettingsError, match="num_tokens"):
         LowBit(num_tokens=0)
@@ -534,9 +565,9 @@ def test_the_lookup_guesses_what_followed_the_latest_earlier_ngram():
     """3-grams before 2-grams, the latest occurrence, a guess running on into the chain, none without a match; a
     context that does not continue the last one is indexed afresh (red when the index keeps the earliest occurrence,
     or indexes the context's own last n-gram, which has nothing after it)."""
-    from leap.core.drafters.lowbit import _Lookup
+    from leap.core.drafters.prompt_lookup import NgramIndex
 
-    look = _Lookup()
+    look = NgramIndex()
     context = [1, 2, 3, 9, 9, 1, 2, 3, 4, 5, 7, 2, 3]
     look.cover(context)
     assert look.guess(context, [], 4) == [4, 5, 7, 2]  # 2-gram (2, 3): latest earlier end is before 4
