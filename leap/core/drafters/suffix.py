@@ -54,23 +54,23 @@ class SuffixTrie:
         """Number of nodes (the root included)."""
         return len(self.count)
 
-    def _child(self, node: int, token: int) -> int:
-        child = self.children[node].get(token)
-        if child is None:
-            child = len(self.count)
-            self.children[node][token] = child
-            self.children.append({})
-            self.count.append(0)
-            self.depth.append(self.depth[node] + 1)
-        return child
-
     def push(self, token: int) -> None:
-        """Append one token to the current stream: every suffix ending at it is counted once."""
+        """Append one token to the current stream: every suffix ending at it is counted once. A batch pushes every
+        row's accepted tokens each step and a request its whole prompt at its start, up to ``max_depth`` nodes a
+        token: the loop keeps the lists in locals (a method call a node cost as much as the rest of the push)."""
+        token = int(token)
+        children, count, depth, limit = self.children, self.count, self.depth, self.max_depth
         new = []
         for node in (0, *self._active):
-            child = self._child(node, int(token))
-            self.count[child] += 1
-            if self.depth[child] < self.max_depth:
+            kids = children[node]
+            child = kids.get(token)
+            if child is None:
+                child = kids[token] = len(count)
+                children.append({})
+                count.append(0)
+                depth.append(depth[node] + 1)
+            count[child] += 1
+            if depth[child] < limit:
                 new.append(child)
         self._active = new
 

@@ -114,6 +114,29 @@ def test_suffix_trie_counts_every_bounded_substring():
     assert length == 1 and trie.continuation(node, 5, 0.0) == [1, 2]
 
 
+@settings(max_examples=60, deadline=None)
+@given(streams=st.lists(st.lists(st.integers(0, 4), max_size=30), min_size=1, max_size=4), max_depth=st.integers(1, 6))
+def test_suffix_trie_counts_are_the_occurrences_of_every_bounded_substring(streams, max_depth):
+    """The trie's invariant: its root-to-node paths are exactly the substrings of at most ``max_depth`` tokens of
+    the streams added (none spanning two streams), each node's count their number of occurrences, its depth their
+    length."""
+    from collections import Counter
+
+    trie = SuffixTrie(max_depth=max_depth)
+    for stream in streams:
+        trie.add(stream)
+    expected = Counter(tuple(s[i:j]) for s in streams for i in range(len(s))
+                       for j in range(i + 1, min(i + max_depth, len(s)) + 1))
+    got, stack = {}, [(0, ())]
+    while stack:
+        node, path = stack.pop()
+        for token, child in trie.children[node].items():
+            got[path + (token,)] = trie.count[child]
+            assert trie.depth[child] == len(path) + 1
+            stack.append((child, path + (token,)))
+    assert got == dict(expected) and len(trie) == len(expected) + 1
+
+
 def test_suffix_drafter_prefers_the_longest_match_and_frequent_continuations():
     sd = SuffixDrafter(max_depth=8, max_match=4, num_tokens=6, alpha=3.0, min_prob=0.0)
     # "5 6" was followed by 7 twice and by 8 once; the longest matching suffix is "5 6"
