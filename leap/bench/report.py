@@ -120,17 +120,25 @@ def summarise(records: Sequence[dict[str, Any]], baseline: str = "ar") -> list[R
 
 
 def busy_prompts(records: Sequence[dict[str, Any]], factor: float = 3.0) -> list[dict[str, Any]]:
-    """Plain-decoding generations that ran more than ``factor`` times slower per token than the run's median
-    plain generation: plain decoding's per-token speed hardly depends on the prompt on one machine, so such a
-    generation was timed while something else held the CPU (GPU), and every ratio paired with it is wrong.
-    (docs/data/search_pays/t1_128: plain decoding took 136 s for 128 tokens on one prompt, 5-7 s on most.)"""
+    """Plain-decoding generations that ran more than ``factor`` times slower a step than the run's median plain
+    generation: plain decoding's pace hardly depends on the prompt on one machine, so such a generation was timed
+    while something else held the CPU (GPU), and every ratio paired with it is wrong
+    (docs/data/search_pays/t1_128: plain decoding took 136 s for 128 tokens on one prompt, 5-7 s on most). The pace
+    is decoding's time a step (``decode_s / steps``) where every record has them: a short generation after a long
+    prefill is slow per token of its wall time but not busy (a batch of four rag prompts whose rows stopped after 8
+    tokens: 110 ms a token against a median of 22, 56 ms a step against 69 -
+    docs/data/regret-xeon-3c9937c/b4-t1, batch ``b19``); else the wall time a new token."""
     plain = [r for r in records if r.get("kind") == "answer" and r.get("status") == "ok" and r["method"] == "ar"
              and r.get("new_tokens", 0) > 0 and r.get("wall_time_s", 0) > 0]
     if len(plain) < 3:
         return []
-    per_token = sorted(r["wall_time_s"] / r["new_tokens"] for r in plain)
-    median = per_token[len(per_token) // 2]
-    return [r for r in plain if r["wall_time_s"] / r["new_tokens"] > factor * median]
+    by_step = all(r.get("steps", 0) > 0 and r.get("decode_s", 0) > 0 for r in plain)
+
+    def pace(r: dict[str, Any]) -> float:
+        return r["decode_s"] / r["steps"] if by_step else r["wall_time_s"] / r["new_tokens"]
+
+    median = sorted(pace(r) for r in plain)[len(plain) // 2]
+    return [r for r in plain if pace(r) > factor * median]
 
 
 def busy_warning(records: Sequence[dict[str, Any]]) -> str:
@@ -139,7 +147,7 @@ def busy_warning(records: Sequence[dict[str, Any]]) -> str:
     if not busy:
         return ""
     names = ", ".join(f"{r['category']} {r['question_id']}" for r in busy[:8]) + (" ..." if len(busy) > 8 else "")
-    return (f"WARNING: plain decoding ran over 3x slower per token than its median on {len(busy)} prompt(s) "
+    return (f"WARNING: plain decoding ran over 3x slower than its median pace on {len(busy)} prompt(s) "
             f"({names}): the machine was busy then, and every ratio on those prompts is wrong - rerun on a quiet "
             "machine (a fresh --out folder)\n")
 

@@ -90,7 +90,8 @@ def test_early_speedup_averages_by_iteration():
 
 def test_plain_generations_timed_on_a_busy_machine_are_named():
     """docs/data/search_pays/t1_128: plain decoding took 136 s for 128 tokens on one prompt (5-7 s on most) and the
-    report printed the ratios without a word. A generation > 3x slower per token than the median is named."""
+    report printed the ratios without a word. A generation > 3x slower than the median is named (per token of its
+    wall time where records carry no steps)."""
     from leap.bench.report import busy_prompts, busy_warning
 
     def plain(q, tokens, seconds):
@@ -102,3 +103,20 @@ def test_plain_generations_timed_on_a_busy_machine_are_named():
     busy = quiet + [plain(99, 128, 40.0), plain(98, 10, 0.6)]  # 98: short but at the usual per-token speed
     assert [r["question_id"] for r in busy_prompts(busy)] == [99]
     assert "stem 99" in busy_warning(busy) and "busy" in busy_warning(busy)
+
+
+def test_a_short_generation_after_a_long_prefill_is_not_called_busy():
+    """Where records carry decoding's time and steps, the pace is a step's: a batch of long prompts whose rows stopped
+    after a few tokens is slow per token of its wall time (the prefill) but not busy
+    (docs/data/regret-xeon-3c9937c/b4-t1, batch ``b19``); a generation whose steps ran 3x slower still is."""
+    from leap.bench.report import busy_prompts
+
+    def plain(q, tokens, steps, prefill, decode):
+        return {"kind": "answer", "status": "ok", "method": "ar", "question_id": q, "category": "rag",
+                "new_tokens": tokens, "steps": steps, "prefill_s": prefill, "decode_s": decode,
+                "wall_time_s": prefill + decode}
+
+    runs = [plain(q, 512, 128, 0.6, 8.0 + 0.4 * q) for q in range(6)]
+    long_prefill = plain(19, 32, 16, 2.6, 0.9)
+    assert busy_prompts(runs + [long_prefill]) == []
+    assert [r["question_id"] for r in busy_prompts(runs + [long_prefill, plain(7, 512, 128, 0.6, 40.0)])] == [7]
