@@ -68,9 +68,9 @@ class PromptLookup(Drafter):
 class NgramIndex:
     """Prompt lookup as an index: the latest earlier occurrence of a chain's last 3-gram (else 2-gram) in a context,
     and what followed it - the first level of ``lowbit``'s multi-level draft (``pre="lookup"``,
-    :mod:`leap.core.drafters.lowbit`). An index of every n-gram's latest
-    end, grown with the context (rebuilt when a new request's context is not a continuation), so a guess is a dict
-    lookup - prompt lookup's scan over the context at every drafted token would cost as much as the token."""
+    :mod:`leap.core.drafters.lowbit`). It keeps every n-gram's latest end, grown with the context (rebuilt when a new
+    request's context is not a continuation), so a guess is a dict lookup - prompt lookup's scan over the context at
+    every drafted token would cost as much as the token."""
 
     SIZES = (3, 2)
 
