@@ -127,7 +127,7 @@ def busy_prompts(records: Sequence[dict[str, Any]], factor: float = 3.0) -> list
     is decoding's time a step (``decode_s / steps``) where every record has them: a short generation after a long
     prefill is slow per token of its wall time but not busy (a batch of four rag prompts whose rows stopped after 8
     tokens: 110 ms a token against a median of 22, 56 ms a step against 69 -
-    docs/data/regret-xeon-3c9937c/b4-t1, batch ``b19``); else the wall time a new token."""
+    docs/data/regret-xeon-9b7f036/b4-t1, batch ``b19``); else the wall time a new token."""
     plain = [r for r in records if r.get("kind") == "answer" and r.get("status") == "ok" and r["method"] == "ar"
              and r.get("new_tokens", 0) > 0 and r.get("wall_time_s", 0) > 0]
     if len(plain) < 3:

@@ -108,7 +108,7 @@ def test_plain_generations_timed_on_a_busy_machine_are_named():
 def test_a_short_generation_after_a_long_prefill_is_not_called_busy():
     """Where records carry decoding's time and steps, the pace is a step's: a batch of long prompts whose rows stopped
     after a few tokens is slow per token of its wall time (the prefill) but not busy
-    (docs/data/regret-xeon-3c9937c/b4-t1, batch ``b19``); a generation whose steps ran 3x slower still is."""
+    (docs/data/regret-xeon-9b7f036/b4-t1, batch ``b19``); a generation whose steps ran 3x slower still is."""
     from leap.bench.report import busy_prompts
 
     def plain(q, tokens, steps, prefill, decode):
