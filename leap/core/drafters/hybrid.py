@@ -193,22 +193,8 @@ class Cascade(Drafter):
         """Row ``i``'s chain is what its :meth:`propose` gives: the first part's where it is long enough, else the
         second part's - drafted for all such rows in one :meth:`propose_rows` of the second part's class (before,
         each row's ``lowbit`` ran llama.cpp alone, and the batch's first step with ``cascade`` cost seconds)."""
-        out: list[list[int]] = [[] for _ in rows]
-        then = []
-        for i, (row, t, m) in enumerate(zip(rows, tokens, max_tokens)):
-            if m <= 0:
-                continue
-            tree = row.first.propose_tree(t, m)
-            if row._pick(tree):
-                out[i] = tree.first_chain()
-            else:
-                then.append(i)
-        if then:
-            group = [rows[i].then for i in then]
-            chains = type(group[0]).propose_rows(group, [tokens[i] for i in then], [max_tokens[i] for i in then])
-            for i, chain in zip(then, chains):
-                out[i] = list(chain)
-        return out
+        return cls._by_part(rows, tokens, max_tokens, True, DraftTree.first_chain, lambda group, idx: type(
+            group[0]).propose_rows(group, [tokens[i] for i in idx], [max_tokens[i] for i in idx]))
 
     @classmethod
     def propose_sampled_rows(cls, rows: Sequence[Drafter], tokens: Sequence[Sequence[int]],
@@ -218,21 +204,28 @@ class Cascade(Drafter):
         :meth:`~leap.core.drafters.base.Drafter.propose_sampled_rows` of the second part's class."""
         if not all(isinstance(r, Cascade) and r.then.samples_drafts for r in rows):
             return super().propose_sampled_rows(rows, tokens, max_tokens, generators)
-        out: list[list[tuple[int, Any]]] = [[] for _ in rows]
+        return cls._by_part(rows, tokens, max_tokens, False, _drawn_chain, lambda group, idx: type(
+            group[0]).propose_sampled_rows(group, [tokens[i] for i in idx], [max_tokens[i] for i in idx],
+                                           [generators[i] for i in idx]))
+
+    @staticmethod
+    def _by_part(rows, tokens, max_tokens, greedy: bool, chain_of, then_rows) -> list:
+        """The rows' chains as each row's own proposal: the first part's tree (under sampling only with
+        ``first_when_sampling``) where :meth:`_pick` takes it (``chain_of(tree)``), the other rows drafted together by
+        ``then_rows(their second parts, their row indices)``."""
+        out: list[list[Any]] = [[] for _ in rows]
         then = []
         for i, (row, t, m) in enumerate(zip(rows, tokens, max_tokens)):
             if m <= 0:
                 continue
-            tree = row.first.propose_tree(t, m) if row.first_when_sampling else DraftTree()
+            tree = row.first.propose_tree(t, m) if greedy or row.first_when_sampling else DraftTree()
             if row._pick(tree):
-                out[i] = _drawn_chain(tree)
+                out[i] = chain_of(tree)
             else:
                 then.append(i)
         if then:
-            group = [rows[i].then for i in then]
-            drawn = type(group[0]).propose_sampled_rows(group, [tokens[i] for i in then],
-                                                        [max_tokens[i] for i in then], [generators[i] for i in then])
-            for i, chain in zip(then, drawn):
+            chains = then_rows([rows[i].then for i in then], then)
+            for i, chain in zip(then, chains):
                 out[i] = list(chain)
         return out
 
