@@ -3,6 +3,8 @@ their own."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from leap.core.decoding.batch import BatchDecoder
@@ -144,3 +146,43 @@ def test_a_sampled_batch_reads_and_teaches_the_memorys_sampled_batch_set(tiny_ll
     assert memory.sets["sampled-batch"] and "prompt-lookup" not in search.decoders["batch"][1]
     search.generate(PROMPTS, max_new_tokens=8)
     assert search.decoder is greedy
+
+
+def _prior_memory(tmp_path, means):
+    """A memory started from a shipped prior (another machine's) whose batch set holds ``means``."""
+    path = tmp_path / "prior.json"
+    path.write_text(json.dumps({"batches": {label: {"requests": 11, "mean": mean} for label, mean in means.items()}}))
+    memory = SearchMemory(None, keep=0.85, min_requests=2)
+    memory.start_from_prior(path)
+    return memory
+
+
+def test_drafters_left_out_on_the_priors_word_join_once_the_kept_one_falls_short_of_it(tiny_llama, tmp_path,
+                                                                                      monkeypatch):
+    """The prior (another machine) keeps ``suffix`` alone; the others are held - in the decoder, never drafting - while
+    ``suffix`` measures at least ``keep`` times the prior's 2.0, and join for the rest of the run once it falls short
+    (1.0 here), the rows still each prompt decoded alone. ``rejoin=False`` leaves them out (the ablation); ``forget``
+    holds them again. Red when the held drafters are not retired at the start, never join, or stay joined after
+    ``forget``."""
+    prior = {"suffix": 2.0, "prompt-lookup": 0.5, "token-recycling": 0.4}
+    search = BatchSearch(tiny_llama, OPTIONS, memory=_prior_memory(tmp_path, prior), caps=(0, 2), loss_budget=None)
+    script = iter([{0: 1.8}, {0: 1.8}, {0: 1.0}])  # 1.8 >= 0.85 * 2.0: as the prior said; 1.0: short of it
+    monkeypatch.setattr(BatchDecoder, "goodput_over_plain", lambda self, rows: next(script))
+    for _ in range(2):
+        first = search.generate(PROMPTS, max_new_tokens=16)
+        assert search.labels == ["suffix", "prompt-lookup", "token-recycling"]
+        assert search.held["batch"] == {1, 2} and {1, 2} <= search.decoder.retired
+        assert {d for d, cap in zip(first.drafters, first.caps) if cap} == {0}  # held: never drafting
+    search.generate(PROMPTS, max_new_tokens=4)
+    assert not search.held["batch"] and not search.decoder.retired & {1, 2}
+    monkeypatch.undo()
+    later = search.generate(PROMPTS, max_new_tokens=24)
+    assert {d for d, cap in zip(later.drafters, later.caps) if cap} & {1, 2}  # the joined drafters drafted
+    plain = BatchDecoder(tiny_llama).generate(PROMPTS, max_new_tokens=24)
+    assert [r.token_ids for r in later.rows] == [r.token_ids for r in plain.rows]
+    search.forget()
+    assert search.held["batch"] == {1, 2} and search.decoder.retired == {1, 2}
+
+    ablation = BatchSearch(tiny_llama, OPTIONS, memory=_prior_memory(tmp_path, prior), caps=(0, 2), rejoin=False)
+    ablation.generate(PROMPTS, max_new_tokens=4)
+    assert ablation.labels == ["suffix"] and not ablation.held["batch"]
