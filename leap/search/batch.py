@@ -33,15 +33,17 @@ is ahead after one batch is noise (on the Xeon at B = 8 their first-batch goodpu
 one kept - ``cascade`` - ran 0.74-1.02 of plain decoding in the batches after, where ``lowbit-auto`` ran 0.92-1.07:
 ``docs/data/regret-xeon-e00c909/b8-t0``).
 
-**The prior's word is doubted** (``rejoin``, default on): the drafters a memory leaves out *on the shipped prior's
+**The prior's word is not final** (``rejoin``, default on): the drafters a memory leaves out *on the shipped prior's
 word alone* (:meth:`~leap.search.memory.SearchMemory.learnt_elsewhere`: never measured on this machine) are not dropped
-but held - in the decoder, their arms closed - and they join the search for the rest of the run once the best drafter
-kept, after a batch, falls short of ``keep`` times what the prior expected of it (the memory's ``keep``; as
-:meth:`~leap.search.memory.SearchMemory.settles` doubts the prior for one request). The prior's batch set comes from
+but held - in the decoder, their arms closed - and they join the search for the rest of the run once, after a batch,
+no drafter kept pays: the best one's measured goodput is below plain decoding's. The prior's batch set comes from
 another machine and another row count (an AMD EPYC at B = 4: ``lowbit`` 1.90, the rest 1.17 and below), so from it the
 search at B = 8 on an Intel Xeon drafted with ``lowbit`` alone at 0.99 of plain decoding and never tried ``suffix``,
-the best fixed drafter there (``docs/data/regret-xeon-e8d8e4b/b8-t0``). Held drafters cost nothing until they join
-(a batch makes a drafter's rows only when it first drafts).
+the best fixed drafter there (``docs/data/regret-xeon-e8d8e4b/b8-t0``). A kept drafter that pays, if less than the
+prior said, keeps the others out: joining them when ``lowbit`` fell short of 0.85 of the prior's 1.90 spent a batch
+exploring at B = 4 on the Xeon, where ``lowbit`` paid 1.2 times plain decoding and stayed the best
+(``experiments/2026-11-29-prior-rejoin``). Held drafters cost nothing until they join (a batch makes a drafter's rows
+only when it first drafts).
 
 Who calls what: ``leap bench --batch-size B``'s ``leap-drafters`` (:meth:`leap.bench.methods.SearchMethod.run_batch`)
 calls :meth:`BatchSearch.generate` once a batch.
@@ -75,9 +77,8 @@ class BatchSearch:
             judged as its arm's own cost, module docstring).
         prune: after each batch, drafters below ``prune`` times the best's measured goodput stop drafting for the rest
             of the run (module docstring); None: off.
-        rejoin: the drafters the memory leaves out on the prior's word alone are held, and join once the best kept
-            drafter falls short of the prior's expectation (module docstring); False: left out for the run (the
-            ablation).
+        rejoin: the drafters the memory leaves out on the prior's word alone are held, and join once no kept drafter
+            pays (module docstring); False: left out for the run (the ablation).
     """
 
     def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
@@ -97,24 +98,22 @@ class BatchSearch:
         #: for its sampled batches
         self.decoders: dict[str, tuple[BatchDecoder, list[str]]] = {}
         #: per condition, the drafters (decoder indices) held on the prior's word as the decoder was made, and those
-        #: still held (empty once they joined), with what the prior expected of each drafter kept (label -> mean)
+        #: still held (empty once they joined)
         self.held_at_start: dict[str, frozenset[int]] = {}
         self.held: dict[str, frozenset[int]] = {}
-        self.vouched: dict[str, dict[str, float]] = {}
         self._condition = ""
 
     def _start(self, rows: int, prompt_tokens: int, temperature: float) -> None:
         memory = self.memory
         condition = "" if memory is None else memory.condition(prompt_tokens, rows=rows, temperature=temperature)
         if condition not in self.decoders:
-            options, held, vouched = self.options, (), {}
+            options, held = self.options, ()
             if memory is not None:
                 options = memory.rank_drafters(options, {o.label: drafters.get(o.name).fingerprint(
                     self.model, **o.kwargs) for o in options})
                 kept = {o.label for o in options}
                 held = tuple(o for o in self.options if self.rejoin and o.label not in kept
-                             and _prior_mean(memory, o.name) is not None)
-                vouched = {o.label: mean for o in options if (mean := _prior_mean(memory, o.name)) is not None}
+                             and _on_prior_alone(memory, o.name))
             decoder = BatchDecoder(self.model, [(o.name, o.kwargs) for o in (*options, *held)], num_tokens="auto",
                                    caps=self.caps, loss_budget=self.loss_budget, screen=self.screen,
                                    switching=self.switching, first_step_setup=self.first_step_setup,
@@ -122,7 +121,6 @@ class BatchSearch:
             self.decoders[condition] = decoder, [o.label for o in (*options, *held)]
             self.held_at_start[condition] = self.held[condition] = frozenset(
                 range(len(options), len(options) + len(held)))
-            self.vouched[condition] = vouched
             decoder.retire(self.held[condition])
         self.decoder, self.labels = self.decoders[condition]
         self._condition = condition
@@ -141,7 +139,7 @@ class BatchSearch:
             self.memory.condition(max(len(p) for p in prompts), rows=len(prompts), temperature=temperature)
             self.memory.observe_batch({self.labels[d]: ratio for d, ratio in measured.items()})
         active = {d: ratio for d, ratio in measured.items() if d not in self.decoder.retired}
-        self._doubt(active)
+        self._rejoin(active)
         if self.prune is not None and active:  # a retired drafter's value is frozen: compared no more, never back
             best = max(active.values())
             kin = self.decoder.kin(max(active, key=active.get))  # sharing the best's state: no switch to pay
@@ -149,16 +147,11 @@ class BatchSearch:
                                                         if ratio < self.prune * best and d not in kin})
         return out
 
-    def _doubt(self, active: dict[int, float]) -> None:
-        """After a batch: once the best drafter still drafting (``active``: decoder index -> its measured goodput over
-        plain) falls short of ``keep`` times what the prior expected of it, the drafters held on the prior's word join
-        for the rest of the run (module docstring)."""
-        held, vouched = self.held.get(self._condition), self.vouched.get(self._condition, {})
-        if not held or not active:
-            return
-        leader = max(active, key=active.get)
-        expected = vouched.get(self.labels[leader])
-        if expected is not None and active[leader] < self.memory.keep * expected:
+    def _rejoin(self, active: dict[int, float]) -> None:
+        """After a batch: once no drafter still drafting pays (``active``: decoder index -> its measured goodput over
+        plain, all below 1), the drafters held on the prior's word join for the rest of the run (module docstring)."""
+        held = self.held.get(self._condition)
+        if held and active and max(active.values()) < 1.0:
             self.held[self._condition] = frozenset()
             self.decoder.retire(self.decoder.retired - held)
 
@@ -172,11 +165,7 @@ class BatchSearch:
             decoder.retire(self.held[condition])
 
 
-def _prior_mean(memory: SearchMemory, name: str) -> float | None:
-    """What ``memory`` expects of drafter ``name`` (the best :meth:`~leap.search.memory.SearchMemory.expected` of any of
-    its settings, as :meth:`~leap.search.memory.SearchMemory.rank_drafters` judges it) where the shipped prior alone
-    says so; None where this machine has measured it, or nothing counts yet."""
+def _on_prior_alone(memory: SearchMemory, name: str) -> bool:
+    """Whether every mean ``memory`` keeps for drafter ``name`` (any of its settings) is the shipped prior's alone."""
     labels = [label for label in memory.stats if label.split(":", 1)[0] == name]
-    if not labels or not all(memory.learnt_elsewhere(label) for label in labels):
-        return None
-    return max((mean for label in labels if (mean := memory.expected(label)) is not None), default=None)
+    return bool(labels) and all(memory.learnt_elsewhere(label) for label in labels)
