@@ -35,15 +35,18 @@ one kept - ``cascade`` - ran 0.74-1.02 of plain decoding in the batches after, w
 
 **The prior's word is not final** (``rejoin``, default on): the drafters a memory leaves out *on the shipped prior's
 word alone* (:meth:`~leap.search.memory.SearchMemory.learnt_elsewhere`: never measured on this machine) are not dropped
-but held - in the decoder, their arms closed - and they join the search for the rest of the run once, after a batch,
-no drafter kept pays: the best one's measured goodput is below plain decoding's. The prior's batch set comes from
-another machine and another row count (an AMD EPYC at B = 4: ``lowbit`` 1.90, the rest 1.17 and below), so from it the
-search at B = 8 on an Intel Xeon drafted with ``lowbit`` alone at 0.99 of plain decoding and never tried ``suffix``,
-the best fixed drafter there (``docs/data/regret-xeon-e8d8e4b/b8-t0``). A kept drafter that pays, if less than the
-prior said, keeps the others out: joining them when ``lowbit`` fell short of 0.85 of the prior's 1.90 spent a batch
-exploring at B = 4 on the Xeon, where ``lowbit`` paid 1.2 times plain decoding and stayed the best
-(``experiments/2026-11-29-prior-rejoin``). Held drafters cost nothing until they join (a batch makes a drafter's rows
-only when it first drafts).
+but held - in the decoder, their arms closed - and they join the search for the rest of the run once drafting has not
+paid here: the drafting steps of the condition's batches so far, *every cost counted* (a drafter's rows begun, its
+catching up after steps it did not draft: :attr:`~leap.core.decoding.batch_state.BatchOutcome.step_s`), took longer
+than plain steps would have for the tokens they committed a row (a plain step's seconds at each step's row count, as
+the bandit measured them). The prior's batch set comes from another machine and another row count (an AMD EPYC at
+B = 4: ``lowbit`` 1.90, the rest 1.17 and below), so from it the search at B = 8 on an Intel Xeon drafted with
+``lowbit`` alone at 0.99 of plain decoding and never tried ``suffix``, the best fixed drafter there
+(``docs/data/regret-xeon-e8d8e4b/b8-t0``). The bandit's own values leave a switch's catching up out (above), so they
+cannot say this: with ``lowbit`` measured above plain by them, its batches of 8 ran at 0.84 to 1.09 of plain decoding
+and the held drafters never joined; joining once ``lowbit`` fell short of 0.85 of the prior's 1.90 spent a batch
+exploring at B = 4, where it paid about 1.2 times plain decoding (``experiments/2026-11-29-prior-rejoin``). Held
+drafters cost nothing until they join (a batch makes a drafter's rows only when it first drafts).
 
 Who calls what: ``leap bench --batch-size B``'s ``leap-drafters`` (:meth:`leap.bench.methods.SearchMethod.run_batch`)
 calls :meth:`BatchSearch.generate` once a batch.
@@ -77,8 +80,8 @@ class BatchSearch:
             judged as its arm's own cost, module docstring).
         prune: after each batch, drafters below ``prune`` times the best's measured goodput stop drafting for the rest
             of the run (module docstring); None: off.
-        rejoin: the drafters the memory leaves out on the prior's word alone are held, and join once no kept drafter
-            pays (module docstring); False: left out for the run (the ablation).
+        rejoin: the drafters the memory leaves out on the prior's word alone are held, and join once drafting, every
+            cost counted, has not paid (module docstring); False: left out for the run (the ablation).
     """
 
     def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
@@ -101,6 +104,8 @@ class BatchSearch:
         #: still held (empty once they joined)
         self.held_at_start: dict[str, frozenset[int]] = {}
         self.held: dict[str, frozenset[int]] = {}
+        #: per condition, its batches' drafting steps so far: their seconds, and what plain steps would have taken
+        self.drafting: dict[str, list[float]] = {}
         self._condition = ""
 
     def _start(self, rows: int, prompt_tokens: int, temperature: float) -> None:
@@ -138,8 +143,8 @@ class BatchSearch:
         if self.memory is not None and measured:
             self.memory.condition(max(len(p) for p in prompts), rows=len(prompts), temperature=temperature)
             self.memory.observe_batch({self.labels[d]: ratio for d, ratio in measured.items()})
+        self._rejoin(out)
         active = {d: ratio for d, ratio in measured.items() if d not in self.decoder.retired}
-        self._rejoin(active)
         if self.prune is not None and active:  # a retired drafter's value is frozen: compared no more, never back
             best = max(active.values())
             kin = self.decoder.kin(max(active, key=active.get))  # sharing the best's state: no switch to pay
@@ -147,11 +152,21 @@ class BatchSearch:
                                                         if ratio < self.prune * best and d not in kin})
         return out
 
-    def _rejoin(self, active: dict[int, float]) -> None:
-        """After a batch: once no drafter still drafting pays (``active``: decoder index -> its measured goodput over
-        plain, all below 1), the drafters held on the prior's word join for the rest of the run (module docstring)."""
+    def _rejoin(self, out: BatchOutcome) -> None:
+        """After a batch: add its drafting steps to the condition's tally (their seconds, every cost in, and a plain
+        step's seconds at their row count for the tokens each committed a row), and once the tally says drafting took
+        longer, the drafters held on the prior's word join for the rest of the run (module docstring)."""
         held = self.held.get(self._condition)
-        if held and active and max(active.values()) < 1.0:
+        if not held:
+            return
+        tally = self.drafting.setdefault(self._condition, [0.0, 0.0])
+        plain_arm = (0, 0) if len(self.decoder.specs) > 1 else 0
+        for cap, rows, committed, seconds in zip(out.caps, out.step_rows, out.step_committed, out.step_s):
+            plain = self.decoder.policy(rows).means().get(plain_arm) if cap else None  # tokens a row per second
+            if plain:
+                tally[0] += seconds
+                tally[1] += committed / rows / plain
+        if tally[0] > tally[1] > 0:
             self.held[self._condition] = frozenset()
             self.decoder.retire(self.decoder.retired - held)
 
@@ -159,6 +174,7 @@ class BatchSearch:
         """Forget what the batches so far measured (the decoder's bandits; the memory is its owner's to reset), the
         drafters held on the prior's word held again: ``leap bench`` calls it after its untimed warm-up
         (:meth:`leap.bench.methods.BenchMethod.after_warm_up`)."""
+        self.drafting.clear()
         for condition, (decoder, _) in self.decoders.items():
             decoder.forget()
             self.held[condition] = self.held_at_start[condition]

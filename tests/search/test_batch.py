@@ -23,6 +23,10 @@ def test_every_row_of_the_batch_search_is_its_prompt_decoded_alone(tiny_llama):
     for _ in range(2):  # the bandit kept across batches
         out = search.generate(PROMPTS, max_new_tokens=12)
         assert [r.token_ids for r in out.rows] == [r.token_ids for r in plain.rows]
+        # every step's rows, tokens and seconds, as the search's tally of drafting reads them
+        assert sum(out.step_committed) == out.new_tokens and len(out.step_s) == len(out.step_rows) == out.steps
+        assert out.step_rows[0] == len(PROMPTS) and sum(out.step_rows) == sum(r.steps for r in out.rows)
+        assert 0 < sum(out.step_s) <= out.decode_time_s
     assert not search.decoder.switching and search.decoder.bar == "plain"  # the defaults reach the bandit
     assert search.decoder.first_step_setup == "switch" and search.prune == 1.0
     variant = BatchSearch(tiny_llama, OPTIONS, caps=(0, 2), screen="best", switching=True, first_step_setup=True)
@@ -157,22 +161,39 @@ def _prior_memory(tmp_path, means):
     return memory
 
 
-def test_drafters_left_out_on_the_priors_word_join_once_no_kept_drafter_pays(tiny_llama, tmp_path, monkeypatch):
+def _drafting_at(monkeypatch, ratios):
+    """Make each next batch's drafting steps take ``ratios[i]`` times what plain steps would have for their tokens (a
+    plain step's seconds at their row count as the bandit measured it): what the search's tally reads."""
+    real, script = BatchDecoder.generate, iter(ratios)
+
+    def generate(self, prompts, **kwargs):
+        out, ratio = real(self, prompts, **kwargs), next(script)
+        plain_arm = (0, 0) if len(self.specs) > 1 else 0
+        for i, (cap, rows, committed) in enumerate(zip(out.caps, out.step_rows, out.step_committed)):
+            plain = self.policy(rows).means().get(plain_arm)
+            if cap and plain:
+                out.step_s[i] = ratio * committed / rows / plain
+        return out
+
+    monkeypatch.setattr(BatchDecoder, "generate", generate)
+
+
+def test_drafters_left_out_on_the_priors_word_join_once_drafting_has_not_paid(tiny_llama, tmp_path, monkeypatch):
     """The prior (another machine) keeps ``suffix`` alone; the others are held - in the decoder, never drafting - while
-    ``suffix`` pays here (1.2 and 1.0 of plain decoding's goodput, if short of the prior's 2.0), and join for the rest
-    of the run once it does not (0.9), the rows still each prompt decoded alone. ``rejoin=False`` leaves them out (the
-    ablation); ``forget`` holds them again. Red when the held drafters are not retired at the start, never join, join
-    on a shortfall from the prior's mean, or stay joined after ``forget``."""
+    drafting pays over the run's batches, every cost counted (the tally of drafting seconds against plain steps'
+    for the same tokens: 0.2, 0.2, then 1.3 of plain's time, 0.5 over the three), and join for the rest of the run
+    once it has not (a fourth batch at 4 times plain's), the rows still each prompt decoded alone. ``rejoin=False``
+    leaves them out (the ablation); ``forget`` holds them again. Red when the held drafters are not retired at the
+    start, never join, join on one losing batch, or stay joined after ``forget``."""
     prior = {"suffix": 2.0, "prompt-lookup": 0.5, "token-recycling": 0.4}
     search = BatchSearch(tiny_llama, OPTIONS, memory=_prior_memory(tmp_path, prior), caps=(0, 2), loss_budget=None)
-    script = iter([{0: 1.2}, {0: 1.0}, {0: 0.9}])  # pays, if short of the prior's 2.0; pays; does not
-    monkeypatch.setattr(BatchDecoder, "goodput_over_plain", lambda self, rows: next(script))
-    for _ in range(2):
+    _drafting_at(monkeypatch, [0.2, 0.2, 1.3, 4.0])
+    for _ in range(3):
         first = search.generate(PROMPTS, max_new_tokens=16)
         assert search.labels == ["suffix", "prompt-lookup", "token-recycling"]
         assert search.held["batch"] == {1, 2} and {1, 2} <= search.decoder.retired
         assert {d for d, cap in zip(first.drafters, first.caps) if cap} == {0}  # held: never drafting
-    search.generate(PROMPTS, max_new_tokens=4)
+    search.generate(PROMPTS, max_new_tokens=16)
     assert not search.held["batch"] and not search.decoder.retired & {1, 2}
     monkeypatch.undo()
     later = search.generate(PROMPTS, max_new_tokens=24)

@@ -67,6 +67,7 @@ class BatchSession:
         self.prefill_s = time.perf_counter() - self.t0
         self.active = list(range(self.batch_size))  # request index of each batch row still decoding
         self.caps: list[int] = []  # the cap of every step taken
+        self.steps: list[tuple[int, int, float]] = []  # every step's rows, tokens committed and seconds (outcome)
         self.drafter_choices: list[int] = []  # the drafter (index in the decoder's list) of every step taken
         #: seconds the last :meth:`step` spent making and beginning a drafter's rows (its first step with that
         #: drafter in this batch): part of the step's wall time, paid once per batch, so a cap policy rewards the
@@ -169,15 +170,17 @@ class BatchSession:
             raise SettingsError(f"a chain cap is a number of draft tokens >= 0, got {cap}")
         if self.drafter_sets and not 0 <= drafter < len(self.drafter_sets):
             raise SettingsError(f"drafter {drafter} out of range: this batch's rows hold {len(self.drafter_sets)}")
-        t_step = time.perf_counter()
+        t_step, rows = time.perf_counter(), len(self.active)
         with torch.inference_mode():
             if len(self.drafter_sets) > 1:  # several drafters: a plain step (cap 0) runs none of them
                 self.drafters = self._rows(drafter) if cap else None
             self.begin_s = time.perf_counter() - t_step
             committed = self._step(cap)
+        seconds = time.perf_counter() - t_step
         self.caps.append(cap)
         self.drafter_choices.append(drafter)
-        return committed, time.perf_counter() - t_step
+        self.steps.append((rows, committed, seconds))
+        return committed, seconds
 
     def _step(self, cap: int) -> int:
         model, stack, state, settings = self.model, self.stack, self.state, self.settings
@@ -247,5 +250,6 @@ class BatchSession:
 
     def outcome(self) -> BatchOutcome:
         total = time.perf_counter() - self.t0
+        rows, committed, seconds = (list(column) for column in zip(*self.steps)) if self.steps else ([], [], [])
         return BatchOutcome(self.rows, len(self.caps), self.prefill_s, total - self.prefill_s, list(self.caps),
-                            list(self.drafter_choices))
+                            list(self.drafter_choices), rows, committed, seconds)

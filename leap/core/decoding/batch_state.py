@@ -41,6 +41,11 @@ class BatchOutcome:
     decode_time_s: float
     caps: list[int] = field(default_factory=list)  # the chain cap of every step
     drafters: list[int] = field(default_factory=list)  # the drafter (index in the decoder's list) of every step
+    #: per step: the rows it decoded, the tokens it committed over them and its wall time (a drafter's rows begun and
+    #: its catching up included): what :class:`~leap.search.batch.BatchSearch` weighs drafting by, every cost in
+    step_rows: list[int] = field(default_factory=list)
+    step_committed: list[int] = field(default_factory=list)
+    step_s: list[float] = field(default_factory=list)
 
     @property
     def new_tokens(self) -> int:
