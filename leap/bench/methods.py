@@ -257,10 +257,10 @@ class SearchMethod(BenchMethod):
         batch (those below that share of the best's measured goodput), ``batch_refresh`` (32; 0: off) after how many
         steps without it the bandit measures plain decoding again (:class:`~leap.core.decoding.batch.BatchDecoder`'s
         ``refresh``), ``batch_rejoin`` (:class:`~leap.search.batch.BatchSearch`'s ``rejoin``, true; false: off) whether
-        the drafters a memory leaves out on the shipped prior's word alone join once the kept ones fall short of it, and
-        the search's ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory,
-        its batch set ranks the drafters before the first batch and learns after each (what single requests measured
-        is not read)."""
+        the drafters a memory leaves out on the shipped prior's word alone join once drafting, every cost counted, has
+        not paid, and the search's ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its
+        batch set ranks the drafters before the first batch and learns after each (what single requests measured is
+        not read)."""
         if self._batch is None:
             from leap.search.batch import BatchSearch
 
