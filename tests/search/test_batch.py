@@ -8,6 +8,7 @@ import json
 import pytest
 
 from leap.core.decoding.batch import BatchDecoder
+from leap.core.decoding.batch_state import BatchOutcome
 from leap.core.errors import SettingsError
 from leap.search.batch import BatchSearch
 from leap.search.memory import SearchMemory
@@ -161,41 +162,36 @@ def _prior_memory(tmp_path, means):
     return memory
 
 
-def _drafting_at(monkeypatch, ratios):
-    """Make each next batch's drafting steps take ``ratios[i]`` times what plain steps would have for their tokens (a
-    plain step's seconds at their row count as the bandit measured it): what the search's tally reads."""
-    real, script = BatchDecoder.generate, iter(ratios)
-
-    def generate(self, prompts, **kwargs):
-        out, ratio = real(self, prompts, **kwargs), next(script)
-        plain_arm = (0, 0) if len(self.specs) > 1 else 0
-        for i, (cap, rows, committed) in enumerate(zip(out.caps, out.step_rows, out.step_committed)):
-            plain = self.policy(rows).means().get(plain_arm)
-            if cap and plain:
-                out.step_s[i] = ratio * committed / rows / plain
-        return out
-
-    monkeypatch.setattr(BatchDecoder, "generate", generate)
+def _batch_drafting_at(search, ratio, rows=3):
+    """A batch whose one drafting step took ``ratio`` times what plain steps would have for its tokens (a plain step's
+    seconds at its row count, as the search's bandit measured it), beside a plain step of an hour that the tally must
+    leave out: what :meth:`BatchSearch._rejoin` reads after a batch."""
+    plain = search.decoder.policy(rows).means()[(0, 0)]  # tokens a row per second
+    committed = 2 * rows
+    return BatchOutcome([], 2, 0.0, 0.0, [2, 0], [0, 0], [rows, rows], [committed, rows],
+                        [ratio * committed / rows / plain, 3600.0])
 
 
-def test_drafters_left_out_on_the_priors_word_join_once_drafting_has_not_paid(tiny_llama, tmp_path, monkeypatch):
+def test_drafters_left_out_on_the_priors_word_join_once_drafting_has_not_paid(tiny_llama, tmp_path):
     """The prior (another machine) keeps ``suffix`` alone; the others are held - in the decoder, never drafting - while
     drafting pays over the run's batches, every cost counted (the tally of drafting seconds against plain steps'
-    for the same tokens: 0.2, 0.2, then 1.3 of plain's time, 0.5 over the three), and join for the rest of the run
+    for the same tokens: 0.2, 0.2, then 1.3 of plain's time, 0.57 over the three), and join for the rest of the run
     once it has not (a fourth batch at 4 times plain's), the rows still each prompt decoded alone. ``rejoin=False``
     leaves them out (the ablation); ``forget`` holds them again. Red when the held drafters are not retired at the
-    start, never join, join on one losing batch, or stay joined after ``forget``."""
+    start, never join, join on one losing batch, count plain steps, or stay joined after ``forget``."""
     prior = {"suffix": 2.0, "prompt-lookup": 0.5, "token-recycling": 0.4}
     search = BatchSearch(tiny_llama, OPTIONS, memory=_prior_memory(tmp_path, prior), caps=(0, 2), loss_budget=None)
-    _drafting_at(monkeypatch, [0.2, 0.2, 1.3, 4.0])
-    for _ in range(3):
-        first = search.generate(PROMPTS, max_new_tokens=16)
-        assert search.labels == ["suffix", "prompt-lookup", "token-recycling"]
+    first = search.generate(PROMPTS, max_new_tokens=16)
+    assert search.labels == ["suffix", "prompt-lookup", "token-recycling"]
+    assert {d for d, cap in zip(first.drafters, first.caps) if cap} <= {0}  # held: never drafting
+    search.forget()  # held again, whatever that batch's tally said; the tally from here on: the batches below alone
+    assert search.held["batch"] == {1, 2} and search.decoder.retired == {1, 2}
+    search.decoder.policy(len(PROMPTS)).update((0, 0), 1.0, 0.05)  # a plain step: 20 tokens a row a second
+    for ratio in (0.2, 0.2, 1.3):
+        search._rejoin(_batch_drafting_at(search, ratio))
         assert search.held["batch"] == {1, 2} and {1, 2} <= search.decoder.retired
-        assert {d for d, cap in zip(first.drafters, first.caps) if cap} == {0}  # held: never drafting
-    search.generate(PROMPTS, max_new_tokens=16)
+    search._rejoin(_batch_drafting_at(search, 4.0))
     assert not search.held["batch"] and not search.decoder.retired & {1, 2}
-    monkeypatch.undo()
     later = search.generate(PROMPTS, max_new_tokens=24)
     assert {d for d, cap in zip(later.drafters, later.caps) if cap} & {1, 2}  # the joined drafters drafted
     plain = BatchDecoder(tiny_llama).generate(PROMPTS, max_new_tokens=24)
