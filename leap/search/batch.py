@@ -160,9 +160,9 @@ class BatchSearch:
         if not held:
             return
         tally = self.drafting.setdefault(self._condition, [0.0, 0.0])
-        plain_arm = (0, 0) if len(self.decoder.specs) > 1 else 0
         for cap, rows, committed, seconds in zip(out.caps, out.step_rows, out.step_committed, out.step_s):
-            plain = self.decoder.policy(rows).means().get(plain_arm) if cap else None  # tokens a row per second
+            # held drafters make the decoder's arms (drafter, cap) pairs: (0, 0) is plain's, in tokens a row a second
+            plain = self.decoder.policy(rows).means().get((0, 0)) if cap else None
             if plain:
                 tally[0] += seconds
                 tally[1] += committed / rows / plain
