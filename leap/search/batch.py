@@ -37,9 +37,8 @@ one kept - ``cascade`` - ran 0.74-1.02 of plain decoding in the batches after, w
 word alone* (:meth:`~leap.search.memory.SearchMemory.learnt_elsewhere`: never measured on this machine) are not dropped
 but held - in the decoder, their arms closed - and they join the search for the rest of the run once drafting has not
 paid here: the drafting steps of the condition's batches so far, *every cost counted* (a drafter's rows begun, its
-catching up after steps it did not draft: :attr:`~leap.core.decoding.batch_state.BatchOutcome.step_s`), took longer
-than plain steps would have for the tokens they committed a row (a plain step's seconds at each step's row count, as
-the bandit measured them). The prior's batch set comes from another machine and another row count (an AMD EPYC at
+catching up after steps it did not draft), took longer than plain steps would have for the tokens they committed a row
+(the decoder's :attr:`~leap.core.decoding.batch.BatchDecoder.tally`, :mod:`leap.core.policies.loss_budget`). The prior's batch set comes from another machine and another row count (an AMD EPYC at
 B = 4: ``lowbit`` 1.90, the rest 1.17 and below), so from it the search at B = 8 on an Intel Xeon drafted with
 ``lowbit`` alone at 0.99 of plain decoding and never tried ``suffix``, the best fixed drafter there
 (``docs/data/regret-xeon-e8d8e4b/b8-t0``). The bandit's own values leave a switch's catching up out (above), so they
@@ -47,6 +46,15 @@ cannot say this: with ``lowbit`` measured above plain by them, its batches of 8 
 and the held drafters never joined; joining once ``lowbit`` fell short of 0.85 of the prior's 1.90 spent a batch
 exploring at B = 4, where it paid about 1.2 times plain decoding (``experiments/2026-11-29-prior-rejoin``). Held
 drafters cost nothing until they join (a batch makes a drafter's rows only when it first drafts).
+
+**Drafting that loses all in is given up like drafting that loses** (``judge_all_in``, default on): the same tally
+decides whether the loss budget (``loss_budget``) still runs - the bandit's word that an arm pays is not taken while
+the tally says drafting has lost, and the budget then counts a switch's catching up too, so a run in which no drafter
+pays on this machine and row count decodes plainly but for a few exploring batches, spaced further apart after every
+one that loses (:class:`~leap.core.policies.loss_budget.LossBudget`). Before it, at B = 8 on the Xeon the bandit
+valued ``cascade`` and ``lowbit`` above plain decoding, the budget stopped, and the search ran at 0.81 to 1.10 of plain
+decoding a batch, 0.94 over the run, where plain decoding was the best fixed choice
+(``docs/data/regret-xeon-eb5bb92/b8-t0``; ``experiments/2026-11-29-all-in-budget``).
 
 Who calls what: ``leap bench --batch-size B``'s ``leap-drafters`` (:meth:`leap.bench.methods.SearchMethod.run_batch`)
 calls :meth:`BatchSearch.generate` once a batch.
@@ -75,7 +83,8 @@ class BatchSearch:
             are left out.
         memory: what earlier runs' batches measured (its "batch" set), read before the first batch and taught after
             each; None: off.
-        caps, loss_budget, screen, switching, first_step_setup, refresh: :class:`~leap.core.decoding.batch.BatchDecoder`'s (here
+        caps, loss_budget, screen, switching, first_step_setup, refresh, judge_all_in:
+            :class:`~leap.core.decoding.batch.BatchDecoder`'s (here
             ``first_step_setup="switch"`` by default: a drafter's catching up after steps it did not draft is not
             judged as its arm's own cost, module docstring).
         prune: after each batch, drafters below ``prune`` times the best's measured goodput stop drafting for the rest
@@ -87,13 +96,14 @@ class BatchSearch:
     def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
                  caps: Sequence[int] = (0, 2, 4, 8, 16), loss_budget: float | None = None,
                  screen: bool | str = True, switching: bool = False, first_step_setup: bool | str = "switch",
-                 prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True) -> None:
+                 prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool = True) -> None:
         if prune is not None and not 0 < prune <= 1:
             raise SettingsError(f"prune is a share of the best drafter's goodput in (0, 1], or None (off), got {prune}")
         self.model, self.memory, self.prune, self.rejoin = model, memory, prune, bool(rejoin)
         self.options = batch_options(options, model)
         self.caps, self.loss_budget, self.screen = tuple(int(c) for c in caps), loss_budget, screen
         self.switching, self.first_step_setup, self.refresh = switching, first_step_setup, int(refresh)
+        self.judge_all_in = bool(judge_all_in)
         self.decoder: BatchDecoder | None = None  # the batch's, made at the first batch of its condition (below)
         self.labels: list[str] = []  # the decoder's drafters, in its order
         #: one decoder (and its labels) per condition of the memory ("batch", "sampled-batch"; "" without a memory),
@@ -104,8 +114,6 @@ class BatchSearch:
         #: still held (empty once they joined)
         self.held_at_start: dict[str, frozenset[int]] = {}
         self.held: dict[str, frozenset[int]] = {}
-        #: per condition, its batches' drafting steps so far: their seconds, and what plain steps would have taken
-        self.drafting: dict[str, list[float]] = {}
         self._condition = ""
 
     def _start(self, rows: int, prompt_tokens: int, temperature: float) -> None:
@@ -122,7 +130,7 @@ class BatchSearch:
             decoder = BatchDecoder(self.model, [(o.name, o.kwargs) for o in (*options, *held)], num_tokens="auto",
                                    caps=self.caps, loss_budget=self.loss_budget, screen=self.screen,
                                    switching=self.switching, first_step_setup=self.first_step_setup,
-                                   refresh=self.refresh)
+                                   refresh=self.refresh, judge_all_in=self.judge_all_in)
             self.decoders[condition] = decoder, [o.label for o in (*options, *held)]
             self.held_at_start[condition] = self.held[condition] = frozenset(
                 range(len(options), len(options) + len(held)))
@@ -143,7 +151,7 @@ class BatchSearch:
         if self.memory is not None and measured:
             self.memory.condition(max(len(p) for p in prompts), rows=len(prompts), temperature=temperature)
             self.memory.observe_batch({self.labels[d]: ratio for d, ratio in measured.items()})
-        self._rejoin(out)
+        self._rejoin()
         active = {d: ratio for d, ratio in measured.items() if d not in self.decoder.retired}
         if self.prune is not None and active:  # a retired drafter's value is frozen: compared no more, never back
             best = max(active.values())
@@ -152,21 +160,12 @@ class BatchSearch:
                                                         if ratio < self.prune * best and d not in kin})
         return out
 
-    def _rejoin(self, out: BatchOutcome) -> None:
-        """After a batch: add its drafting steps to the condition's tally (their seconds, every cost in, and a plain
-        step's seconds at their row count for the tokens each committed a row), and once the tally says drafting took
-        longer, the drafters held on the prior's word join for the rest of the run (module docstring)."""
+    def _rejoin(self) -> None:
+        """After a batch: once the decoder's tally of the run's drafting steps, every cost counted
+        (:attr:`~leap.core.decoding.batch.BatchDecoder.tally`), says they took longer than plain steps would have for
+        their tokens, the drafters held on the prior's word join for the rest of the run (module docstring)."""
         held = self.held.get(self._condition)
-        if not held:
-            return
-        tally = self.drafting.setdefault(self._condition, [0.0, 0.0])
-        for cap, rows, committed, seconds in zip(out.caps, out.step_rows, out.step_committed, out.step_s):
-            # held drafters make the decoder's arms (drafter, cap) pairs: (0, 0) is plain's, in tokens a row a second
-            plain = self.decoder.policy(rows).means().get((0, 0)) if cap else None
-            if plain:
-                tally[0] += seconds
-                tally[1] += committed / rows / plain
-        if tally[0] > tally[1] > 0:
+        if held and self.decoder.tally.lost:
             self.held[self._condition] = frozenset()
             self.decoder.retire(self.decoder.retired - held)
 
@@ -174,7 +173,6 @@ class BatchSearch:
         """Forget what the batches so far measured (the decoder's bandits; the memory is its owner's to reset), the
         drafters held on the prior's word held again: ``leap bench`` calls it after its untimed warm-up
         (:meth:`leap.bench.methods.BenchMethod.after_warm_up`)."""
-        self.drafting.clear()
         for condition, (decoder, _) in self.decoders.items():
             decoder.forget()
             self.held[condition] = self.held_at_start[condition]

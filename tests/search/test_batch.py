@@ -165,7 +165,7 @@ def _prior_memory(tmp_path, means):
 def _batch_drafting_at(search, ratio, rows=3):
     """A batch whose one drafting step took ``ratio`` times what plain steps would have for its tokens (a plain step's
     seconds at its row count, as the search's bandit measured it), beside a plain step of an hour that the tally must
-    leave out: what :meth:`BatchSearch._rejoin` reads after a batch."""
+    leave out: what the decoder's tally, which :meth:`BatchSearch._rejoin` reads after a batch, adds up."""
     plain = search.decoder.policy(rows).means()[(0, 0)]  # tokens a row per second
     committed = 2 * rows
     return BatchOutcome([], 2, 0.0, 0.0, [2, 0], [0, 0], [rows, rows], [committed, rows],
@@ -188,9 +188,11 @@ def test_drafters_left_out_on_the_priors_word_join_once_drafting_has_not_paid(ti
     assert search.held["batch"] == {1, 2} and search.decoder.retired == {1, 2}
     search.decoder.policy(len(PROMPTS)).update((0, 0), 1.0, 0.05)  # a plain step: 20 tokens a row a second
     for ratio in (0.2, 0.2, 1.3):
-        search._rejoin(_batch_drafting_at(search, ratio))
+        search.decoder.tally.add(_batch_drafting_at(search, ratio), search.decoder._plain_rate)
+        search._rejoin()
         assert search.held["batch"] == {1, 2} and {1, 2} <= search.decoder.retired
-    search._rejoin(_batch_drafting_at(search, 4.0))
+    search.decoder.tally.add(_batch_drafting_at(search, 4.0), search.decoder._plain_rate)
+    search._rejoin()
     assert not search.held["batch"] and not search.decoder.retired & {1, 2}
     later = search.generate(PROMPTS, max_new_tokens=24)
     assert {d for d, cap in zip(later.drafters, later.caps) if cap} & {1, 2}  # the joined drafters drafted

@@ -92,16 +92,15 @@ class BatchDecoder:
             or ``"auto"``: a :class:`~leap.core.policies.batch_caps.GoodputBandit` picks it per step among
             ``caps`` (0 included) by measured goodput.
         caps: the bandit's arms for ``num_tokens="auto"``.
-        loss_budget: losing cheaply, per batch (``num_tokens="auto"``, 0 among ``caps``): once the batch's drafted
-            steps have cost more than ``loss_budget`` of its plain time beyond what plain steps would have taken
-            for the same tokens (a plain step's time per row count from the bandit's plain arm; a drafter's first
-            drafting step in a batch, its setup, is neither measured nor a loss: :meth:`generate`), the rest of the
-            batch decodes plainly, and after ``n`` such batches in a row the next ``2 ** (n - 1)`` batches do not
-            draft at all (as a single request's search skips itself: :mod:`leap.search.runner`); a batch too short
-            for its budget to cover one plain step's loss (``loss_budget * max_new_tokens < 1``) is not judged so.
-            As a single request's, it is what the search may lose *before* something pays: once a drafting arm has
-            paid (:meth:`~leap.core.policies.batch_caps.GoodputBandit.pays`, kept across batches with the bandit),
-            the budget no longer runs and the bandit alone decides. None: off.
+        loss_budget: losing cheaply, per batch (``num_tokens="auto"``, 0 among ``caps``): what a batch's drafted steps
+            may lose, as a share of its plain time, before the rest of it decodes plainly, with the batches after a
+            streak of such batches skipped (:class:`~leap.core.policies.loss_budget.LossBudget`; a drafter's first
+            drafting step in a batch, its setup, is neither measured nor a loss: :meth:`generate`). It runs until
+            something pays (:meth:`~leap.core.policies.batch_caps.GoodputBandit.pays`, kept across batches with the
+            bandit), then the bandit alone decides. None: off.
+        judge_all_in: the bandit's word that something pays is not taken while the run's drafting, every cost counted
+            (:attr:`tally`), has lost to plain decoding; the loss budget then counts a switch's catching up too
+            (:mod:`leap.core.policies.loss_budget`). False: the bandit's word alone (the ablation).
         compact_min, compact_share: pack the rows' valid slots to the front once more than ``max(compact_min,
             compact_share * slots)`` slots are holes (attention over holes costs time; packing costs a copy of the
             cache); ``0, 0`` packs after every step that leaves a hole.
@@ -132,8 +131,9 @@ class BatchDecoder:
                  caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
                  switching: bool = False, first_step_setup: bool | str = False, refresh: int = 32,
-                 graphs: bool | None = None) -> None:
+                 judge_all_in: bool = True, graphs: bool | None = None) -> None:
         from leap.core.drafters import drafters
+        from leap.core.policies.loss_budget import DraftingTally, LossBudget
 
         self.model, self.stack = model, LayerStack(model)
         self.drafter, self.drafter_kwargs = drafter, dict(drafter_kwargs or {})
@@ -152,6 +152,7 @@ class BatchDecoder:
         #: (drafter, kwargs) per drafter the rows hold (empty: plain batched decoding)
         self.specs = ([(d, dict(kw)) for d, kw in drafter] if several
                       else [(drafter, self.drafter_kwargs)] if drafter is not None else [])
+        self._plain_arm = (0, 0) if len(self.specs) > 1 else 0  # the bandit's: arms are (drafter, cap) pairs then
         if several and not self.specs:
             raise SettingsError("a batch's list of drafters is empty; pass drafter=None for plain batched decoding")
         self.compact_min, self.compact_share = int(compact_min), float(compact_share)
@@ -174,11 +175,13 @@ class BatchDecoder:
             raise SettingsError(f"screen is true or plain (caps opened where the cost model beats plain decoding), "
                                 f"best (where it beats the best arm) or false (the ladder alone), got {screen!r}")
         self.loss_budget, self.screen = loss_budget, bool(screen) and num_tokens == "auto"
+        self.budget = LossBudget(loss_budget) if loss_budget is not None else None
+        #: the run's drafting steps, every cost counted, against plain steps for their tokens (one a decoder)
+        self.tally, self.judge_all_in = DraftingTally(), bool(judge_all_in)
         self.bar = "best" if screen == "best" else "plain"  # the screen's bar (GoodputBandit's)
         if first_step_setup not in (True, False, "switch"):
             raise SettingsError(f"first_step_setup is true, false or switch, got {first_step_setup!r}")
         self.switching, self.first_step_setup, self.refresh = bool(switching), first_step_setup, int(refresh)
-        self._fruitless, self._skips_left = 0, 0  # batches in a row that tripped the loss budget; batches to skip
         self._costs = None  # the calibration the screen reads (:meth:`_batch_costs`)
         self.retired: frozenset[int] = frozenset()  #: drafters the caller has stopped (:meth:`retire`)
         self.graphs = (os.environ.get("LEAP_BATCH_GRAPHS", "0") == "1") if graphs is None else bool(graphs)
@@ -293,11 +296,14 @@ class BatchDecoder:
                 policy.retire(self.retired)
 
     def forget(self) -> None:
-        """Forget what the cap bandits and the loss budget's streak have measured (the drafters' rows and the
-        calibration stay): ``leap bench`` calls it after its untimed warm-up
+        """Forget what the cap bandits, the loss budget's streak and the tally have measured (the drafters' rows and
+        the calibration stay): ``leap bench`` calls it after its untimed warm-up
         (:meth:`leap.bench.methods.BenchMethod.after_warm_up`)."""
         self._policies.clear()
-        self._fruitless, self._skips_left, self.retired = 0, 0, frozenset()
+        self.retired = frozenset()
+        self.tally.clear()
+        if self.budget is not None:
+            self.budget.forget()
 
     def goodput_over_plain(self, rows: int) -> dict[int, float]:
         """Each drafter's best goodput (over its caps) against plain decoding's, as the bandit of ``rows`` rows has
@@ -342,13 +348,11 @@ class BatchDecoder:
         if self.screen:
             self._batch_costs(len(prompts))  # measured now on a first use, not inside the batch's clock
         session = self.start(prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
-        guard = self.loss_budget is not None
-        plain_arm = (0, 0) if len(self.specs) > 1 else 0
-        off = guard and self._skips_left > 0  # an earlier batch in a row tripped the budget: no drafting now
-        self._skips_left -= int(off)
-        lost, budget, paid = 0.0, None, False
-        drafted: set[int] = set()  # drafters whose first drafting step in this batch is behind it
+        budget, plain_arm = self.budget, self._plain_arm
+        off = budget is not None and budget.begin(max_new_tokens)  # a batch to skip: no drafting now
+        all_in_lost = self.judge_all_in and self.tally.lost  # the bandit's "it pays" is not taken (docstring)
         previous: int | None = None  # the drafter of the last step, None after a plain one
+        drafted: set[int] = set()  # drafters whose first drafting step in this batch is behind it
         while not session.done:
             rows = len(session.active)
             policy = self.policy(rows)
@@ -357,42 +361,39 @@ class BatchDecoder:
             drafter, cap = arm if isinstance(arm, tuple) else (0, arm)  # (drafter, cap) with several drafters
             committed, seconds = session.step(cap, drafter)
             # with first_step_setup, a drafter's first drafting step in a batch is its setup, not measured: its rows
-            # (BatchSession.begin_s) and what it defers to its first draft (lowbit's rows take their prompts in
-            # there: on 4 new seed prompts its first step took 0.49 s besides the begin against 0.30 s for the next,
-            # cascade's 0.66 s against 0.28 s, docs/data/batch_first_step.json); judged by it, the drafter's goodput
-            # and the screen's drafting seconds per position come out low. The loss budget leaves it out too
-            # "switch": the first step of a drafter that keeps a context (Drafter.keeps_context: lowbit, cascade) in the
-            # batch and after every step it did not draft (plain, or another drafter's): there it takes in every token
-            # committed since it last drafted - a price of switching, paid whichever arm of it comes next, that judged
-            # as the arm's own kept lowbit's exploratory steps at B = 8 far below what it gives step after step
-            # (experiments/2026-11-27-batch-elimination); a model-free drafter's first step costs what its next does
+            # (BatchSession.begin_s) and what it defers to its first draft (lowbit's rows take their prompts in there:
+            # 0.49 s besides the begin against 0.30 s for its next step, docs/data/batch_first_step.json). "switch":
+            # for a drafter that keeps a context (Drafter.keeps_context: lowbit, cascade), also its first step after
+            # each step it did not draft, where it takes in every token committed since - a price of switching, paid
+            # whichever arm of it comes next, that judged as the arm's own kept lowbit's exploratory steps at B = 8
+            # far below what it gives step after step (experiments/2026-11-27-batch-elimination)
             if self.first_step_setup == "switch":  # after a drafter sharing its state (lowbit, cascade): no switch
                 setup = cap > 0 and session.drafters[0].keeps_context and (
                     previous is None or self._state_group[previous] != self._state_group[drafter])
             else:
                 setup = self.first_step_setup and cap > 0 and drafter not in drafted
+            first = cap > 0 and drafter not in drafted  # its rows begun, its prompts taken in: once a batch
             drafted |= {drafter} if cap else set()
             previous = drafter if cap else None
-            if setup:
-                continue
-            # goodput per row: the same choices within one row count, and values a policy seeded from another row
-            # count can compare with its own (whole-batch goodput shrinks as rows leave, which would drag the arm
-            # pulled most below the seeded ones); the seconds without beginning the drafter's rows (paid once a batch:
-            # an arm judged by its first step with it would never be pulled again); the loss below leaves them out too
-            policy.update(arm, committed / rows, seconds - session.begin_s, accepted=session.accepted / rows,
-                          draft_s=session.draft_s)
-            plain = policy.means().get(plain_arm) if guard else None  # a plain step's tokens per row per second
-            paid = paid or (guard and policy.pays())  # from then on the budget no longer runs (docstring)
-            if plain and not off and not paid:
-                budget = budget or self.loss_budget * max_new_tokens / plain  # of the batch's plain time
-                lost += seconds - session.begin_s - committed / rows / plain
-                off = lost > budget
-        # a batch that drafted: did it trip? Only a batch whose budget covers a whole plain step's loss is judged (at
-        # 3%, 34 tokens or more): a shorter one (a 16-token warm-up) trips at its first exploratory step, and would
-        # otherwise switch drafting off for the long batches after it
-        if guard and paid:  # something pays: no streak of fruitless batches
-            self._fruitless, self._skips_left = 0, 0
-        elif guard and budget is not None and self.loss_budget * max_new_tokens >= 1:
-            self._fruitless = self._fruitless + 1 if off else 0
-            self._skips_left = 2 ** (self._fruitless - 1) if off else 0
-        return session.outcome()
+            # goodput per row (whole-batch goodput shrinks as rows leave, dragging the arm pulled most below arms
+            # seeded from another row count); the seconds without beginning the drafter's rows (paid once a batch: an
+            # arm judged by its first step with it would never be pulled again); the budget leaves them out too
+            if not setup:
+                policy.update(arm, committed / rows, seconds - session.begin_s, accepted=session.accepted / rows,
+                              draft_s=session.draft_s)
+            if budget is not None and not (setup and (first or not all_in_lost)):  # all in: a switch is a loss
+                off = budget.step(seconds - session.begin_s, committed / rows, policy.means().get(plain_arm),
+                                  pays=policy.pays() and not all_in_lost)
+        if budget is not None:
+            budget.end()
+        out = session.outcome()
+        self.tally.add(out, self._plain_rate)
+        return out
+
+    def _plain_rate(self, rows: int) -> float | None:
+        """A plain step's tokens a row a second at ``rows`` rows, as that row count's bandit measured it (None: not
+        measured, or no bandit): :attr:`tally`'s yardstick."""
+        from leap.core.policies.batch_caps import GoodputBandit
+
+        policy = self._policies.get(rows)
+        return policy.means().get(self._plain_arm) if isinstance(policy, GoodputBandit) else None

@@ -1,0 +1,107 @@
+"""Whether drafting pays over a run's batches, every cost counted, and what a batch may lose before it does.
+
+A batch's cap bandit (:class:`~leap.core.policies.batch_caps.GoodputBandit`) values each arm by its own steps, and with
+several drafters it leaves a *switch* out of them: a drafter that keeps a context (``lowbit``'s llama.cpp cache) takes
+in, when it next drafts, every token committed since it last did, and that step is not its arm's to be judged by
+(:class:`~leap.core.decoding.batch.BatchDecoder`'s ``first_step_setup="switch"``). The wall clock pays for it all the
+same. Two things here keep that clock in view:
+
+- :class:`DraftingTally`, the run's drafting steps *all in* - their seconds, a drafter's rows begun and its catching up
+  included (:attr:`~leap.core.decoding.batch_state.BatchOutcome.step_s`) - against what plain steps would have taken
+  for the tokens they committed a row (a plain step's goodput at each step's row count, as the bandit measured it).
+  Its :attr:`~DraftingTally.lost` is the run's answer to "has drafting paid here?": at B = 8 on the 2-core Xeon the
+  bandit valued ``lowbit`` above plain decoding while its batches ran at 0.84 to 1.09 of plain decoding, catching up
+  included (``experiments/2026-11-29-prior-rejoin``), and the tally said so after one batch.
+- :class:`LossBudget`, losing cheaply batch by batch, as a single request's search does (:mod:`leap.search.runner`):
+  once a batch's drafted steps have cost more than ``share`` of its plain time beyond what plain steps would have
+  taken for the same tokens, the rest of the batch decodes plainly, and after ``n`` such batches in a row the next
+  ``2 ** (n - 1)`` batches do not draft at all. It is what may be lost *before something pays*: once it pays, the
+  budget stops and the bandit alone decides. What "pays" means is the caller's (:meth:`LossBudget.step`'s ``pays``):
+  the decoder asks its bandit, unless the run's tally says drafting has lost, all in - then the bandit's word is not
+  taken, and the budget counts a switch's catching up too (``experiments/2026-11-29-all-in-budget``).
+
+Who calls what: :meth:`BatchDecoder.generate <leap.core.decoding.batch.BatchDecoder.generate>` holds one of each for the
+run (cleared by its ``forget``), tells the budget every step and the tally every batch;
+:class:`~leap.search.batch.BatchSearch` reads the tally to let the drafters held on the prior's word join.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["DraftingTally", "LossBudget"]
+
+
+class DraftingTally:
+    """The run's drafting steps, every cost counted, against plain steps for the same tokens (module docstring)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0  #: what the drafting steps took, all in
+        self.plain_s = 0.0  #: what plain steps would have taken for the tokens they committed a row
+
+    def add(self, outcome, plain_rate: Callable[[int], float | None]) -> None:
+        """Add a batch's drafting steps (a :class:`~leap.core.decoding.batch_state.BatchOutcome`'s ``caps``,
+        ``step_rows``, ``step_committed`` and ``step_s``); ``plain_rate(rows)``: a plain step's tokens a row a second
+        at that many rows (None where not measured: the step is left out)."""
+        for cap, rows, committed, seconds in zip(outcome.caps, outcome.step_rows, outcome.step_committed,
+                                                 outcome.step_s):
+            rate = plain_rate(rows) if cap else None
+            if rate:
+                self.seconds += seconds
+                self.plain_s += committed / rows / rate
+
+    @property
+    def lost(self) -> bool:
+        """Whether the drafting steps so far took longer than plain steps would have (False before any)."""
+        return self.seconds > self.plain_s > 0
+
+    def clear(self) -> None:
+        self.seconds = self.plain_s = 0.0
+
+
+class LossBudget:
+    """What a run's batches may lose to drafting before something pays (module docstring).
+
+    Args:
+        share: the loss allowed a batch, as a share of its plain time (``max_new_tokens`` plain steps a row); a batch
+            too short for it to cover one plain step's loss (``share * max_new_tokens < 1``: a 16-token warm-up at
+            3%) is not judged, or its first exploratory step would switch drafting off for the long batches after it.
+    """
+
+    def __init__(self, share: float) -> None:
+        if not share > 0:
+            raise ValueError(f"a loss budget is a share of a batch's plain time > 0, got {share}")
+        self.share = float(share)
+        self.fruitless = 0  #: batches in a row that spent their budget
+        self.skips_left = 0  #: batches still to decode without drafting
+        self.off = False  #: this batch decodes plainly from here on
+        self._tokens, self._lost, self._allowance, self._paid = 0, 0.0, None, False
+
+    def begin(self, max_new_tokens: int) -> bool:
+        """A batch starts; True: it is one of the batches to skip (no drafting at all)."""
+        self._tokens, self._lost, self._allowance, self._paid = int(max_new_tokens), 0.0, None, False
+        self.off = self.skips_left > 0
+        self.skips_left -= int(self.off)
+        return self.off
+
+    def step(self, seconds: float, committed_per_row: float, plain_rate: float | None, pays: bool) -> bool:
+        """After a step: its seconds (a drafter's rows begun left out: paid once a batch, as the prefill is), the
+        tokens it committed a row, a plain step's tokens a row a second (None: not measured yet) and whether drafting
+        pays by now. True: the rest of the batch decodes plainly."""
+        self._paid = self._paid or pays
+        if plain_rate and not self.off and not self._paid:
+            self._allowance = self._allowance or self.share * self._tokens / plain_rate
+            self._lost += seconds - committed_per_row / plain_rate
+            self.off = self._lost > self._allowance
+        return self.off
+
+    def end(self) -> None:
+        """A batch ends: a batch in which something paid ends the streak; one that spent its budget lengthens it."""
+        if self._paid:
+            self.fruitless, self.skips_left = 0, 0
+        elif self._allowance is not None and self.share * self._tokens >= 1:
+            self.fruitless = self.fruitless + 1 if self.off else 0
+            self.skips_left = 2 ** (self.fruitless - 1) if self.off else 0
+
+    def forget(self) -> None:
+        self.fruitless, self.skips_left, self.off = 0, 0, False
