@@ -291,6 +291,62 @@ def test_once_a_drafter_pays_the_loss_budget_stops_and_no_batch_is_skipped(tiny_
     assert any(decoder.generate(batch, max_new_tokens=max_new).caps)  # the next batch is not skipped
 
 
+class _KeepsContext(_Oracle):
+    """Always right, and keeps a context of its own (as lowbit's llama.cpp cache): under ``first_step_setup="switch"``
+    its first step after a step it did not draft is a switch, its catching up."""
+
+    name = "keeps-context"
+    keeps_context = True
+
+
+def _budget_sees(decoder, batch, max_new, monkeypatch):
+    """Decode ``batch``; what the loss budget was told (each step's ``pays``), the outcome, and which drafting steps
+    were the context-keeping drafter's switches and which its first in the batch."""
+    from leap.core.policies.loss_budget import LossBudget
+
+    told, step = [], LossBudget.step
+    monkeypatch.setattr(LossBudget, "step", lambda self, seconds, committed, rate, pays: (
+        told.append(pays), step(self, seconds, committed, rate, pays))[1])
+    out = decoder.generate(batch, max_new_tokens=max_new)
+    switches, previous = [], None
+    for drafter, cap in zip(out.drafters, out.caps):
+        switches.append(bool(cap) and drafter == 0 and previous != 0)
+        previous = drafter if cap else None
+    return told, out, sum(switches)
+
+
+def test_once_the_runs_drafting_has_lost_all_in_the_budget_runs_whatever_the_bandit_says(tiny_llama, monkeypatch):
+    """``judge_all_in``: while the decoder's tally says the run's drafting, every cost counted, lost to plain steps, the
+    bandit's word that an arm pays is not taken - the loss budget is told nothing pays - and a switch's catching up
+    counts in it (its first step in the batch, rows begun and prompts taken in, still does not); otherwise the bandit's
+    word stands and switches are left out. Red when the tally is not read, its word not passed on, switches left out
+    with the tally lost, or the first step counted."""
+    batch, max_new = [[5, 9, 14, 7], [6, 6, 8, 11, 6]], 30
+    alone = [_alone(tiny_llama, p, max_new).token_ids for p in batch]
+    _Oracle.reference = {tuple(p): a + [0] * 40 for p, a in zip(batch, alone)}
+
+    def decoder(**kwargs):  # a budget of ten batches' plain time: never spent, every step told
+        return BatchDecoder(tiny_llama, [(_KeepsContext, {}), (_Wrong, {})], num_tokens="auto", caps=(0, 2),
+                            loss_budget=10.0, first_step_setup="switch", screen=False, **kwargs)
+
+    trusted = decoder()
+    told, out, switches = _budget_sees(trusted, batch, max_new, monkeypatch)
+    assert [r.token_ids for r in out.rows] == alone
+    assert any(told) and len(told) == out.steps - switches  # the oracle pays by the bandit; switches left out
+    assert trusted.tally.plain_s > 0 and not trusted.tally.lost  # and all in: always right, never slow
+
+    for judged in (True, False):
+        lost = decoder(judge_all_in=judged)
+        lost.tally.seconds, lost.tally.plain_s = 2.0, 1.0  # the run so far: drafting took twice plain's time
+        told, out, switches = _budget_sees(lost, batch, max_new, monkeypatch)
+        assert [r.token_ids for r in out.rows] == alone
+        assert switches > 1  # the oracle drafted again after other steps: switches to count or leave out
+        if judged:
+            assert not any(told) and len(told) == out.steps - 1  # all but the oracle's first step, told none pays
+        else:
+            assert any(told) and len(told) == out.steps - switches
+
+
 class _Counted(_Wrong):
     """Counts the rows begun on a prompt (class-wide)."""
 
