@@ -187,7 +187,7 @@ class SearchMethod(BenchMethod):
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool = True,
-                 **agent_kwargs: Any) -> None:
+                 batch_kin_all_in: bool = True, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory
         from leap.search.memory_store import memory_for
@@ -203,7 +203,7 @@ class SearchMethod(BenchMethod):
                                     switching=bool(batch_switching), first_step_setup=_first_step(batch_first_step),
                                     prune=None if batch_prune in (None, False) else float(batch_prune),
                                     refresh=int(batch_refresh), rejoin=bool(batch_rejoin),
-                                    judge_all_in=bool(batch_judge_all_in))
+                                    judge_all_in=bool(batch_judge_all_in), kin_all_in=bool(batch_kin_all_in))
         if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start, kept across the run), prior (the "
                                 f"same from the prior leap ships: leap/data/search_memory), first (every request a new "
@@ -260,7 +260,9 @@ class SearchMethod(BenchMethod):
         ``refresh``), ``batch_rejoin`` (:class:`~leap.search.batch.BatchSearch`'s ``rejoin``, true; false: off) whether
         the drafters a memory leaves out on the shipped prior's word alone join once drafting, every cost counted, has
         not paid, ``batch_judge_all_in`` (its ``judge_all_in``, true; false: off) whether the loss budget runs again
-        once drafting, every cost counted, has lost, and the search's ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its
+        once drafting, every cost counted, has lost, ``batch_kin_all_in`` (its ``kin_all_in``, true; false: off)
+        whether drafters sharing the best's model state are pruned by their steps all in, and the search's
+        ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its
         batch set ranks the drafters before the first batch and learns after each (what single requests measured is
         not read)."""
         if self._batch is None:

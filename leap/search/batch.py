@@ -27,11 +27,15 @@ switching between drafters that keep a context (``lowbit``, ``cascade``) costs e
 near-equal drafters alternating lose to either one alone - on leap's seed prompts at B = 8 the search that kept both
 took 20-26 s a batch against ``lowbit-auto``'s 15-17 s for about as many steps
 (``experiments/2026-11-27-batch-elimination``). Successive elimination (Even-Dar, Mannor and Mansour 2006) with one
-batch as its round; None: off. The best drafter's kin stay (:meth:`~leap.core.decoding.batch.BatchDecoder.kin`:
-``lowbit`` and ``cascade`` share one low-bit runner a row, so switching between them costs nothing): which of the two
-is ahead after one batch is noise (on the Xeon at B = 8 their first-batch goodputs were a few percent apart, and the
-one kept - ``cascade`` - ran 0.74-1.02 of plain decoding in the batches after, where ``lowbit-auto`` ran 0.92-1.07:
-``docs/data/regret-xeon-e00c909/b8-t0``).
+batch as its round; None: off. The best drafter's kin (:meth:`~leap.core.decoding.batch.BatchDecoder.kin`: ``lowbit``
+and ``cascade`` share one low-bit runner a row, so switching between them costs nothing) are not judged by the
+bandit's values - which of the two is ahead by them after one batch is noise (on the Xeon at B = 8 their first-batch
+goodputs were a few percent apart, and the one kept - ``cascade`` - ran 0.74-1.02 of plain decoding in the batches
+after, where ``lowbit-auto`` ran 0.92-1.07: ``docs/data/regret-xeon-e00c909/b8-t0``) - but by their steps all in
+(``kin_all_in``, default on: :meth:`~leap.core.policies.loss_budget.DraftingTally.speedup`, fair among kin, as no
+switch among them is left out): those below ``prune`` times the best such stop drafting. Kept together, the two
+alternated at B = 4, ``cascade``'s steps giving less than ``lowbit``'s all in on 6 of the 7 seed batches where both
+drafted, and the search from an empty memory ran behind ``lowbit-auto`` (``experiments/2026-11-29-all-in-budget``).
 
 **The prior's word is not final** (``rejoin``, default on): the drafters a memory leaves out *on the shipped prior's
 word alone* (:meth:`~leap.search.memory.SearchMemory.learnt_elsewhere`: never measured on this machine) are not dropped
@@ -91,19 +95,21 @@ class BatchSearch:
             of the run (module docstring); None: off.
         rejoin: the drafters the memory leaves out on the prior's word alone are held, and join once drafting, every
             cost counted, has not paid (module docstring); False: left out for the run (the ablation).
+        kin_all_in: the best drafter's kin are pruned by their steps all in (module docstring); False: all stay.
     """
 
     def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
                  caps: Sequence[int] = (0, 2, 4, 8, 16), loss_budget: float | None = None,
                  screen: bool | str = True, switching: bool = False, first_step_setup: bool | str = "switch",
-                 prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool = True) -> None:
+                 prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool = True,
+                 kin_all_in: bool = True) -> None:
         if prune is not None and not 0 < prune <= 1:
             raise SettingsError(f"prune is a share of the best drafter's goodput in (0, 1], or None (off), got {prune}")
         self.model, self.memory, self.prune, self.rejoin = model, memory, prune, bool(rejoin)
         self.options = batch_options(options, model)
         self.caps, self.loss_budget, self.screen = tuple(int(c) for c in caps), loss_budget, screen
         self.switching, self.first_step_setup, self.refresh = switching, first_step_setup, int(refresh)
-        self.judge_all_in = bool(judge_all_in)
+        self.judge_all_in, self.kin_all_in = bool(judge_all_in), bool(kin_all_in)
         self.decoder: BatchDecoder | None = None  # the batch's, made at the first batch of its condition (below)
         self.labels: list[str] = []  # the decoder's drafters, in its order
         #: one decoder (and its labels) per condition of the memory ("batch", "sampled-batch"; "" without a memory),
@@ -155,10 +161,22 @@ class BatchSearch:
         active = {d: ratio for d, ratio in measured.items() if d not in self.decoder.retired}
         if self.prune is not None and active:  # a retired drafter's value is frozen: compared no more, never back
             best = max(active.values())
-            kin = self.decoder.kin(max(active, key=active.get))  # sharing the best's state: no switch to pay
-            self.decoder.retire(self.decoder.retired | {d for d, ratio in active.items()
-                                                        if ratio < self.prune * best and d not in kin})
+            kin = self.decoder.kin(max(active, key=active.get)) - self.decoder.retired  # sharing the best's state
+            kept = self._kin_kept(kin)
+            self.decoder.retire(self.decoder.retired | (kin - kept) | {
+                d for d, ratio in active.items() if ratio < self.prune * best and d not in kin})
         return out
+
+    def _kin_kept(self, kin: set[int]) -> set[int]:
+        """Which of the best drafter's kin go on drafting: with ``kin_all_in``, those whose steps so far, all in
+        (:meth:`~leap.core.policies.loss_budget.DraftingTally.speedup`: no switch among kin to leave out), reach
+        ``prune`` times the best such; kin not yet counted stay (module docstring)."""
+        speedups = {d: self.decoder.tally.speedup(d) for d in kin} if self.kin_all_in else {}
+        measured = {d: s for d, s in speedups.items() if s}
+        if len(measured) < 2:
+            return kin
+        top = max(measured.values())
+        return {d for d in kin if d not in measured or measured[d] >= self.prune * top}
 
     def _rejoin(self) -> None:
         """After a batch: once the decoder's tally of the run's drafting steps, every cost counted

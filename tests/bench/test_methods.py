@@ -228,7 +228,8 @@ def test_transformers_plain_peers_decode_each_row_of_a_batch_as_alone(tiny_llama
 
 def test_the_drafter_searchs_batch_flags_reach_its_batch_decoder(tiny_llama):
     """``--method-arg leap-drafters:batch_first_step=true`` (and ``batch_switching``, ``batch_screen``,
-    ``batch_prune``, ``batch_refresh``, ``batch_rejoin``) reach the batch search's decoder and its bandits; by default a switch is left
+    ``batch_prune``, ``batch_refresh``, ``batch_rejoin``, ``batch_judge_all_in``, ``batch_kin_all_in``) reach the batch
+    search's decoder and its bandits; by default a switch is left
     unmeasured, only the best drafter drafts on, switching is off and plain is measured again every 32 steps (red when
     a flag is dropped on the way)."""
     kwargs = {"drafters": "prompt-lookup;suffix", "batch_caps": "0;2"}
@@ -246,9 +247,11 @@ def test_the_drafter_searchs_batch_flags_reach_its_batch_decoder(tiny_llama):
     assert fixed.batch.refresh == 7 and fixed.batch.policy(2).refresh == 7
     assert plain._batch.prune == 1.0 and plain._batch.rejoin
     assert make_method("leap-drafters", tiny_llama, batch_prune=False, **kwargs)._batch_settings["prune"] is None
-    ablation = make_method("leap-drafters", tiny_llama, batch_rejoin=False, **kwargs)
+    assert plain._batch.decoder.judge_all_in and plain._batch.kin_all_in
+    ablation = make_method("leap-drafters", tiny_llama, batch_rejoin=False, batch_judge_all_in=False,
+                           batch_kin_all_in=False, **kwargs)
     ablation.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
-    assert not ablation._batch.rejoin
+    assert not ablation._batch.rejoin and not ablation._batch.decoder.judge_all_in and not ablation._batch.kin_all_in
 
 
 @pytest.mark.parametrize("memory", ["fresh", "prior"])

@@ -117,21 +117,30 @@ def test_a_retired_drafter_never_comes_back_however_the_others_values_fall(tiny_
     assert seen == [{0}, {0}, {0}]
 
 
-def test_the_elimination_keeps_the_drafters_that_share_the_best_ones_state(tiny_llama, monkeypatch):
+def test_the_elimination_judges_the_drafters_that_share_the_best_ones_state_by_their_steps_all_in(tiny_llama,
+                                                                                                    monkeypatch):
     """``lowbit`` and ``cascade`` share one low-bit runner a row in a batch, so switching between them costs nothing:
-    when one of them is the best after a batch, the other drafts on (which of the two is ahead after one batch is
-    noise) while a drafter of its own state below the best is retired. Red when the kin are retired with the rest."""
+    when one of them is the best after a batch, the bandit's values do not retire the other (which of the two is ahead
+    by them after one batch is noise), while a drafter of its own state below the best is retired. Between the kin,
+    their steps all in decide (the decoder's tally: fair among them): the one below the best such stops, and one not
+    yet counted stays; ``kin_all_in=False`` keeps both. Red when the kin are retired with the rest, kept whatever
+    their steps gave, or one not yet counted is retired."""
     options = ["suffix", "lowbit:backend=torch-int8", "cascade:then_backend=torch-int8"]
-    search = BatchSearch(tiny_llama, options, caps=(0, 2), loss_budget=None, prune=None)
-    search.generate(PROMPTS, max_new_tokens=16)  # every arm pulled: every drafter's rows made
-    suffix, lowbit, cascade = (search.labels.index(o) for o in options)
-    assert search.decoder.kin(cascade) == {lowbit, cascade} and search.decoder.kin(suffix) == {suffix}
-    search.prune = 1.0
-    monkeypatch.setattr(search.decoder, "goodput_over_plain", lambda rows: {suffix: 1.0, lowbit: 1.1, cascade: 1.2})
-    later = search.generate(PROMPTS, max_new_tokens=8)
-    assert search.decoder.retired == {suffix}
-    assert all(r.token_ids == BatchDecoder(tiny_llama).generate([p], max_new_tokens=8).rows[0].token_ids
-               for r, p in zip(later.rows, PROMPTS))
+    for kin_all_in in (True, False):
+        search = BatchSearch(tiny_llama, options, caps=(0, 2), loss_budget=None, prune=None, kin_all_in=kin_all_in)
+        search.generate(PROMPTS, max_new_tokens=16)  # every arm pulled: every drafter's rows made
+        suffix, lowbit, cascade = (search.labels.index(o) for o in options)
+        assert search.decoder.kin(cascade) == {lowbit, cascade} and search.decoder.kin(suffix) == {suffix}
+        search.prune = 1.0
+        monkeypatch.setattr(search.decoder, "goodput_over_plain", lambda rows: {suffix: 1.0, lowbit: 1.1, cascade: 1.2})
+        monkeypatch.setattr(search.decoder.tally, "speedup", {lowbit: 1.3}.get)  # cascade: no counted step yet
+        later = search.generate(PROMPTS, max_new_tokens=8)
+        assert search.decoder.retired == {suffix}
+        assert all(r.token_ids == BatchDecoder(tiny_llama).generate([p], max_new_tokens=8).rows[0].token_ids
+                   for r, p in zip(later.rows, PROMPTS))
+        monkeypatch.setattr(search.decoder.tally, "speedup", {lowbit: 1.3, cascade: 1.1}.get)
+        search.generate(PROMPTS, max_new_tokens=8)
+        assert search.decoder.retired == ({suffix, cascade} if kin_all_in else {suffix})
 
 
 def test_a_sampled_batch_reads_and_teaches_the_memorys_sampled_batch_set(tiny_llama):

@@ -22,7 +22,8 @@ same. Two things here keep that clock in view:
 
 Who calls what: :meth:`BatchDecoder.generate <leap.core.decoding.batch.BatchDecoder.generate>` holds one of each for the
 run (cleared by its ``forget``), tells the budget every step and the tally every batch;
-:class:`~leap.search.batch.BatchSearch` reads the tally to let the drafters held on the prior's word join.
+:class:`~leap.search.batch.BatchSearch` reads the tally to let the drafters held on the prior's word join, and its
+per-drafter speedups to choose among drafters that share a model state.
 """
 
 from __future__ import annotations
@@ -38,17 +39,29 @@ class DraftingTally:
     def __init__(self) -> None:
         self.seconds = 0.0  #: what the drafting steps took, all in
         self.plain_s = 0.0  #: what plain steps would have taken for the tokens they committed a row
+        #: the same two per drafter (its index in the decoder's list)
+        self.by_drafter: dict[int, list[float]] = {}
 
     def add(self, outcome, plain_rate: Callable[[int], float | None]) -> None:
         """Add a batch's drafting steps (a :class:`~leap.core.decoding.batch_state.BatchOutcome`'s ``caps``,
-        ``step_rows``, ``step_committed`` and ``step_s``); ``plain_rate(rows)``: a plain step's tokens a row a second
-        at that many rows (None where not measured: the step is left out)."""
-        for cap, rows, committed, seconds in zip(outcome.caps, outcome.step_rows, outcome.step_committed,
-                                                 outcome.step_s):
+        ``drafters``, ``step_rows``, ``step_committed`` and ``step_s``); ``plain_rate(rows)``: a plain step's tokens a
+        row a second at that many rows (None where not measured: the step is left out)."""
+        for cap, drafter, rows, committed, seconds in zip(outcome.caps, outcome.drafters, outcome.step_rows,
+                                                          outcome.step_committed, outcome.step_s):
             rate = plain_rate(rows) if cap else None
             if rate:
                 self.seconds += seconds
                 self.plain_s += committed / rows / rate
+                mine = self.by_drafter.setdefault(drafter, [0.0, 0.0])
+                mine[0] += seconds
+                mine[1] += committed / rows / rate
+
+    def speedup(self, drafter: int) -> float | None:
+        """What drafter ``drafter``'s steps gave over plain steps, all in (plain steps' seconds for their tokens over
+        theirs); None: no counted step yet. Fair between drafters that share a model state (no switch between them
+        to catch up: :meth:`~leap.core.decoding.batch.BatchDecoder.kin`), not between others."""
+        seconds, plain_s = self.by_drafter.get(drafter, (0.0, 0.0))
+        return plain_s / seconds if seconds > 0 else None
 
     @property
     def lost(self) -> bool:
@@ -57,6 +70,7 @@ class DraftingTally:
 
     def clear(self) -> None:
         self.seconds = self.plain_s = 0.0
+        self.by_drafter.clear()
 
 
 class LossBudget:

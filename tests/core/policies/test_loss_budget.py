@@ -16,37 +16,43 @@ from leap.core.policies.loss_budget import DraftingTally, LossBudget
 
 
 def _outcome(steps):
-    """A batch's step record: ``steps`` is ``(cap, rows, committed, seconds)`` per step."""
-    caps, rows, committed, seconds = (list(column) for column in zip(*steps)) if steps else ([], [], [], [])
-    return SimpleNamespace(caps=caps, step_rows=rows, step_committed=committed, step_s=seconds)
+    """A batch's step record: ``steps`` is ``(cap, drafter, rows, committed, seconds)`` per step."""
+    caps, drafters, rows, committed, seconds = (list(c) for c in zip(*steps)) if steps else ([], [], [], [], [])
+    return SimpleNamespace(caps=caps, drafters=drafters, step_rows=rows, step_committed=committed, step_s=seconds)
 
 
-_steps = st.lists(st.tuples(st.integers(0, 4), st.integers(1, 8), st.integers(1, 40),
+_steps = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 2), st.integers(1, 8), st.integers(1, 40),
                             st.floats(0.001, 2.0, allow_nan=False)), max_size=12)
 
 
 @given(batches=st.lists(_steps, min_size=1, max_size=4), rate=st.floats(1.0, 100.0))
 def test_the_tally_adds_up_every_drafting_step_of_every_batch_and_no_plain_one(batches, rate):
     """Over any batches: the tally's seconds are its drafting steps' (cap > 0) seconds, all of them, its plain time
-    their tokens a row at plain's rate, and it has lost exactly when the first exceeds the second. Red when plain steps
-    are counted, a batch replaces the last, or a step's tokens are not taken a row."""
+    their tokens a row at plain's rate, and it has lost exactly when the first exceeds the second; per drafter the
+    same, its speedup plain's time over its own. Red when plain steps are counted, a batch replaces the last, a step's
+    tokens are not taken a row, or a step is put down to another drafter."""
     tally = DraftingTally()
     for steps in batches:
         tally.add(_outcome(steps), lambda rows: rate)
     drafting = [s for steps in batches for s in steps if s[0]]
-    assert tally.seconds == pytest.approx(sum(s[3] for s in drafting))
-    assert tally.plain_s == pytest.approx(sum(s[2] / s[1] / rate for s in drafting))
+    assert tally.seconds == pytest.approx(sum(s[4] for s in drafting))
+    assert tally.plain_s == pytest.approx(sum(s[3] / s[2] / rate for s in drafting))
     assert tally.lost == (tally.seconds > tally.plain_s > 0)
+    for drafter in range(3):
+        mine = [s for s in drafting if s[1] == drafter]
+        expected = sum(s[3] / s[2] / rate for s in mine) / sum(s[4] for s in mine) if mine else None
+        assert tally.speedup(drafter) == (pytest.approx(expected) if mine else None)
 
 
 def test_the_tally_leaves_out_steps_at_a_row_count_whose_plain_step_is_unmeasured_and_clears():
     tally = DraftingTally()
     assert not tally.lost  # nothing drafted: nothing lost
     rates = {4: 10.0}  # 4 rows: 10 tokens a row a second; 2 rows: never measured
-    tally.add(_outcome([(2, 4, 8, 0.5), (2, 2, 4, 60.0)]), rates.get)
+    tally.add(_outcome([(2, 0, 4, 8, 0.5), (2, 1, 2, 4, 60.0)]), rates.get)
     assert tally.seconds == pytest.approx(0.5) and tally.plain_s == pytest.approx(0.2) and tally.lost
+    assert tally.speedup(0) == pytest.approx(0.4) and tally.speedup(1) is None
     tally.clear()
-    assert not tally.lost and tally.seconds == tally.plain_s == 0.0
+    assert not tally.lost and tally.seconds == tally.plain_s == 0.0 and tally.speedup(0) is None
 
 
 def test_a_batch_that_spends_its_budget_decodes_plainly_and_a_streak_skips_1_2_4_batches():
