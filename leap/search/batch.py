@@ -42,8 +42,9 @@ word alone* (:meth:`~leap.search.memory.SearchMemory.learnt_elsewhere`: never me
 but held - in the decoder, their arms closed - and they join the search for the rest of the run once drafting has not
 paid here: the drafting steps of the condition's batches so far, *every cost counted* (a drafter's rows begun, its
 catching up after steps it did not draft), took longer than plain steps would have for the tokens they committed a row
-(the decoder's :attr:`~leap.core.decoding.batch.BatchDecoder.tally`, :mod:`leap.core.policies.loss_budget`). The prior's batch set comes from another machine and another row count (an AMD EPYC at
-B = 4: ``lowbit`` 1.90, the rest 1.17 and below), so from it the search at B = 8 on an Intel Xeon drafted with
+(the decoder's :attr:`~leap.core.decoding.batch.BatchDecoder.tally`, :mod:`leap.core.policies.loss_budget`). The
+prior's batch set comes from another machine and another row count (an AMD EPYC at B = 4: ``lowbit`` 1.90, the rest
+1.17 and below), so from it the search at B = 8 on an Intel Xeon drafted with
 ``lowbit`` alone at 0.99 of plain decoding and never tried ``suffix``, the best fixed drafter there
 (``docs/data/regret-xeon-e8d8e4b/b8-t0``). The bandit's own values leave a switch's catching up out (above), so they
 cannot say this: with ``lowbit`` measured above plain by them, its batches of 8 ran at 0.84 to 1.09 of plain decoding
@@ -58,7 +59,8 @@ pays on this machine and row count decodes plainly but for a few exploring batch
 one that loses (:class:`~leap.core.policies.loss_budget.LossBudget`). Before it, at B = 8 on the Xeon the bandit
 valued ``cascade`` and ``lowbit`` above plain decoding, the budget stopped, and the search ran at 0.81 to 1.10 of plain
 decoding a batch, 0.94 over the run, where plain decoding was the best fixed choice
-(``docs/data/regret-xeon-eb5bb92/b8-t0``; ``experiments/2026-11-29-all-in-budget``).
+(``docs/data/regret-xeon-eb5bb92/b8-t0``); with it, 1.00 from the prior and 0.98 from an empty memory
+(``docs/data/regret-xeon-492659e/b8-t0``; ``experiments/2026-11-29-all-in-budget``).
 
 Who calls what: ``leap bench --batch-size B``'s ``leap-drafters`` (:meth:`leap.bench.methods.SearchMethod.run_batch`)
 calls :meth:`BatchSearch.generate` once a batch.
