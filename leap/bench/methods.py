@@ -186,7 +186,7 @@ class SearchMethod(BenchMethod):
                  kin: bool = True, steady: bool = True,
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
-                 batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool = True,
+                 batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool = False,
                  batch_kin_all_in: bool = True, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory

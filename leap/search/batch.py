@@ -103,7 +103,7 @@ class BatchSearch:
     def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
                  caps: Sequence[int] = (0, 2, 4, 8, 16), loss_budget: float | None = None,
                  screen: bool | str = True, switching: bool = False, first_step_setup: bool | str = "switch",
-                 prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool = True,
+                 prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool = False,
                  kin_all_in: bool = True) -> None:
         if prune is not None and not 0 < prune <= 1:
             raise SettingsError(f"prune is a share of the best drafter's goodput in (0, 1], or None (off), got {prune}")

@@ -131,7 +131,7 @@ class BatchDecoder:
                  caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
                  switching: bool = False, first_step_setup: bool | str = False, refresh: int = 32,
-                 judge_all_in: bool = True, graphs: bool | None = None) -> None:
+                 judge_all_in: bool = False, graphs: bool | None = None) -> None:
         from leap.core.drafters import drafters
         from leap.core.policies.loss_budget import DraftingTally, LossBudget
 
