@@ -259,7 +259,7 @@ class SearchMethod(BenchMethod):
         steps without it the bandit measures plain decoding again (:class:`~leap.core.decoding.batch.BatchDecoder`'s
         ``refresh``), ``batch_rejoin`` (:class:`~leap.search.batch.BatchSearch`'s ``rejoin``, true; false: off) whether
         the drafters a memory leaves out on the shipped prior's word alone join once drafting, every cost counted, has
-        not paid, ``batch_judge_all_in`` (its ``judge_all_in``, true; false: off) whether the loss budget runs again
+        not paid, ``batch_judge_all_in`` (its ``judge_all_in``, false; true: on) whether the loss budget runs again
         once drafting, every cost counted, has lost, ``batch_kin_all_in`` (its ``kin_all_in``, true; false: off)
         whether drafters sharing the best's model state are pruned by their steps all in, and the search's
         ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its

@@ -100,7 +100,8 @@ class BatchDecoder:
             bandit), then the bandit alone decides. None: off.
         judge_all_in: the bandit's word that something pays is not taken while the run's drafting, every cost counted
             (:attr:`tally`), has lost to plain decoding; the loss budget then counts a switch's catching up too
-            (:mod:`leap.core.policies.loss_budget`). False: the bandit's word alone (the ablation).
+            (:mod:`leap.core.policies.loss_budget`). Off by default: the bandit's word alone (on, at B = 4 and T = 1
+            it decoded whole stretches plainly where ``lowbit`` paid).
         compact_min, compact_share: pack the rows' valid slots to the front once more than ``max(compact_min,
             compact_share * slots)`` slots are holes (attention over holes costs time; packing costs a copy of the
             cache); ``0, 0`` packs after every step that leaves a hole.
