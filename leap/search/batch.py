@@ -53,9 +53,9 @@ exploring at B = 4, where it paid about 1.2 times plain decoding (``experiments/
 drafters cost nothing until they join (a batch makes a drafter's rows only when it first drafts).
 
 **Drafting that loses all in can be given up like drafting that loses** (``judge_all_in``, off by default): the same
-tally decides whether the loss budget (``loss_budget``) still runs - the bandit's word that an arm pays is not taken while
-the tally says drafting has lost, and the budget then counts a switch's catching up too, so a run in which no drafter
-pays on this machine and row count decodes plainly but for a few exploring batches, spaced further apart after every
+tally decides whether the loss budget (``loss_budget``) still runs - the bandit's word that an arm pays is not taken
+while the tally says drafting has lost, and the budget then counts a switch's catching up too, so a run in which no
+drafter pays on this machine and row count decodes plainly but for a few exploring batches, spaced further apart after every
 one that loses (:class:`~leap.core.policies.loss_budget.LossBudget`). Before it, at B = 8 on the Xeon the bandit
 valued ``cascade`` and ``lowbit`` above plain decoding, the budget stopped, and the search ran at 0.81 to 1.10 of plain
 decoding a batch, 0.94 over the run, where plain decoding was the best fixed choice
