@@ -55,14 +55,14 @@ drafters cost nothing until they join (a batch makes a drafter's rows only when 
 **Drafting that loses all in can be given up like drafting that loses** (``judge_all_in``, off by default): the same
 tally decides whether the loss budget (``loss_budget``) still runs - the bandit's word that an arm pays is not taken
 while the tally says drafting has lost, and the budget then counts a switch's catching up too, so a run in which no
-drafter pays on this machine and row count decodes plainly but for a few exploring batches, spaced further apart after every
-one that loses (:class:`~leap.core.policies.loss_budget.LossBudget`). Before it, at B = 8 on the Xeon the bandit
+drafter pays on this machine and row count decodes plainly but for a few exploring batches, spaced further apart after
+every one that loses (:class:`~leap.core.policies.loss_budget.LossBudget`). Before it, at B = 8 on the Xeon the bandit
 valued ``cascade`` and ``lowbit`` above plain decoding, the budget stopped, and the search ran at 0.81 to 1.10 of plain
 decoding a batch, 0.94 over the run, where plain decoding was the best fixed choice
 (``docs/data/regret-xeon-eb5bb92/b8-t0``); with it, 1.00 from the prior and 0.98 from an empty memory
 (``docs/data/regret-xeon-492659e/b8-t0``). Off by default: at B = 4 and T = 1, where ``lowbit`` paid 1.1 to 1.2 times
-plain decoding, the tally said drafting lost in several batches, the budget ran and tripped, and the search fell to
-0.92 of ``lowbit-auto`` from both starts (1.00 and 1.01 without it: ``docs/data/regret-xeon-ef44c7d/b4-t1``,
+plain decoding, the tally said drafting lost in several batches, the budget ran and tripped, and the search fell to 0.92
+of ``lowbit-auto`` from both starts (1.00 and 1.01 without it: ``docs/data/regret-xeon-ef44c7d/b4-t1``,
 ``experiments/2026-11-29-all-in-budget``).
 
 Who calls what: ``leap bench --batch-size B``'s ``leap-drafters`` (:meth:`leap.bench.methods.SearchMethod.run_batch`)
