@@ -18,7 +18,9 @@
 #   gpu-b1-t0, gpu-b4-t0   on CUDA (bfloat16, the CUDA-graph engine), with transformers' static-cache generate
 #                   (`hf-static`) and the model-free drafters beside the search (from an empty memory only: the
 #                   shipped prior is the CPU's, float32)
-# Usage: [CELLS='b4-t0 b8-t0'] [DEVICE=cpu|cuda] bash benchmarks/regret.sh OUT_DIR
+# ARGS='...' adds leap bench arguments to every cell: an ablation is a flag, e.g.
+#   ARGS='--method-arg leap-drafters:batch_judge_all_in=true --method-arg leap-drafters-prior:batch_judge_all_in=true'
+# Usage: [CELLS='b4-t0 b8-t0'] [DEVICE=cpu|cuda] [ARGS='...'] bash benchmarks/regret.sh OUT_DIR
 # On the project's 2-core CPU a B = 1 cell takes about 15 minutes, a batch cell 6-20; the whole CPU set about 90.
 # On one H200 a GPU cell took about 3 minutes, plus about a minute of calibration the first time (tools/gpu_stage.sh
 # carries the model there).
@@ -29,7 +31,8 @@ if [ "$device" = cuda ]; then default_cells="gpu-b1-t0 gpu-b4-t0"; else default_
 here="$(cd "$(dirname "$0")" && pwd)"
 search=(leap-drafters leap-drafters-prior=leap-drafters)
 prior=(--method-arg leap-drafters-prior:memory=prior)
-common=(--max-new-tokens 128 --seed 0 --quiet --first-turn-only)
+# shellcheck disable=SC2206
+common=(--max-new-tokens 128 --seed 0 --quiet --first-turn-only ${ARGS:-})  # ARGS split on spaces, as typed
 cpu=(--device cpu --threads 2)
 auto() { for m in "$@"; do printf -- '--method-arg %s:batch_cap=auto ' "$m"; done; }
 done_cells=()

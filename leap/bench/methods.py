@@ -112,14 +112,24 @@ class BenchMethod:
                             f"built for ar and the drafters without layers (leap.core.decoding.batch)")
 
 
-def batch_result(out: Any, labels: Sequence[str] = ()) -> MethodResult:
+def batch_result(out: Any, labels: Sequence[str] = (), decoder: Any = None) -> MethodResult:
     """A :class:`leap.core.decoding.batch.BatchOutcome` as one record's result; ``labels`` name the decoder's
-    drafters where it holds several (``batch_drafters``: the one each step drafted with)."""
+    drafters where it holds several (``batch_drafters``: the one each step drafted with). Every step's rows, tokens
+    committed and seconds (``batch_step_rows``, ``batch_step_committed``, ``batch_step_s``), and with the
+    :class:`~leap.core.decoding.batch.BatchDecoder` that decoded it, the yardstick its all-in tally judged drafting by
+    (``batch_plain_rate``: a plain step's tokens a row a second per row count, None where not measured) and the tally
+    after the batch (``batch_tally``: its drafting seconds and plain seconds for the same tokens): a run's record says
+    why its loss budget ran or its kin were pruned (:mod:`leap.core.policies.loss_budget`)."""
     rows = out.rows
     extra = {"row_token_ids": [r.token_ids for r in rows], "row_new_tokens": [len(r.token_ids) for r in rows],
-             "row_latency_s": [r.latency_s for r in rows], "batch_caps": out.caps}
+             "row_latency_s": [r.latency_s for r in rows], "batch_caps": out.caps,
+             "batch_step_rows": out.step_rows, "batch_step_committed": out.step_committed,
+             "batch_step_s": out.step_s}
     if len(labels) > 1:
         extra["batch_drafters"] = [labels[i] if cap else "plain" for i, cap in zip(out.drafters, out.caps)]
+    if decoder is not None:
+        extra["batch_plain_rate"] = {str(n): decoder.plain_rate(n) for n in sorted(set(out.step_rows))}
+        extra["batch_tally"] = [decoder.tally.seconds, decoder.tally.plain_s]
     return MethodResult([t for r in rows for t in r.token_ids], out.steps, [n for r in rows for n in r.accepted_lengths],
                         None, extra, {"prefill_s": out.prefill_time_s, "decode_s": out.decode_time_s})
 
@@ -150,7 +160,7 @@ class DecoderMethod(BenchMethod):
         if self.batch is None:
             return super().run_batch(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         return batch_result(self.batch.generate(batch, max_new_tokens=max_new_tokens, temperature=temperature,
-                                                seed=seed))
+                                                seed=seed), decoder=self.batch)
 
     def after_warm_up(self) -> None:
         """A bandit over caps (``batch_cap=auto``) starts the run from nothing, as the search does."""
@@ -272,7 +282,7 @@ class SearchMethod(BenchMethod):
         if not self._batch.options:
             return super().run_batch(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         out = self._batch.generate(batch, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-        result = batch_result(out, self._batch.labels)
+        result = batch_result(out, self._batch.labels, self._batch.decoder)
         result.extra.update(batch_options=list(self._batch.labels), search_memory_at_start=self.memory_at_start)
         return result
 

@@ -254,6 +254,33 @@ def test_the_drafter_searchs_batch_flags_reach_its_batch_decoder(tiny_llama):
     assert not ablation._batch.rejoin and ablation._batch.decoder.judge_all_in and not ablation._batch.kin_all_in
 
 
+@pytest.mark.parametrize("name, kwargs", [("lowbit", {"batch_cap": "auto"}),
+                                          ("leap-drafters", {"drafters": "prompt-lookup;suffix",
+                                                             "batch_caps": "0;2"})])
+def test_a_batch_record_says_what_the_all_in_tally_judged_by(tiny_llama, name, kwargs):
+    """A batch's record keeps every step's rows, tokens and seconds, the plain rate the decoder's all-in tally judged
+    them by and the tally after the batch: recomputed from the record, the tally is the decoder's (so a run's records
+    say why its loss budget ran). Red when a step field is dropped or the tally or rates are not the decoder's."""
+    method = make_method(name, tiny_llama, **kwargs)
+    decoder = method.batch if name == "lowbit" else None
+    totals = [0.0, 0.0]
+    for _ in range(2):  # the tally adds up over batches; the record's is the decoder's after each
+        extra = method.run_batch([PROMPT, PROMPT[:5], PROMPT], max_new_tokens=12, temperature=0.0, seed=0).extra
+        decoder = decoder if name == "lowbit" else method._batch.decoder
+        steps = list(zip(extra["batch_caps"], extra["batch_step_rows"], extra["batch_step_committed"],
+                         extra["batch_step_s"]))
+        assert steps and len(steps) == len(extra["batch_caps"]) and all(s > 0 for *_, s in steps)
+        assert set(extra["batch_plain_rate"]) == {str(rows) for _, rows, _, _ in steps}
+        for cap, rows, committed, seconds in steps:
+            rate = extra["batch_plain_rate"][str(rows)]
+            if cap and rate:
+                totals[0] += seconds
+                totals[1] += committed / rows / rate
+        assert extra["batch_tally"] == [decoder.tally.seconds, decoder.tally.plain_s]
+        assert extra["batch_tally"] == pytest.approx(totals, rel=1e-9)
+    assert totals[0] > 0  # drafting steps were judged: the check above compared something
+
+
 @pytest.mark.parametrize("memory", ["fresh", "prior"])
 def test_after_the_warm_up_the_search_starts_from_the_memory_its_records_name(tiny_llama, memory):
     """What the untimed warm-up taught the search - its memory's means and clock, the batch bandit's arms, a

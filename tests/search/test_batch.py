@@ -197,10 +197,10 @@ def test_drafters_left_out_on_the_priors_word_join_once_drafting_has_not_paid(ti
     assert search.held["batch"] == {1, 2} and search.decoder.retired == {1, 2}
     search.decoder.policy(len(PROMPTS)).update((0, 0), 1.0, 0.05)  # a plain step: 20 tokens a row a second
     for ratio in (0.2, 0.2, 1.3):
-        search.decoder.tally.add(_batch_drafting_at(search, ratio), search.decoder._plain_rate)
+        search.decoder.tally.add(_batch_drafting_at(search, ratio), search.decoder.plain_rate)
         search._rejoin()
         assert search.held["batch"] == {1, 2} and {1, 2} <= search.decoder.retired
-    search.decoder.tally.add(_batch_drafting_at(search, 4.0), search.decoder._plain_rate)
+    search.decoder.tally.add(_batch_drafting_at(search, 4.0), search.decoder.plain_rate)
     search._rejoin()
     assert not search.held["batch"] and not search.decoder.retired & {1, 2}
     later = search.generate(PROMPTS, max_new_tokens=24)

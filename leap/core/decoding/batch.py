@@ -98,10 +98,10 @@ class BatchDecoder:
             drafting step in a batch, its setup, is neither measured nor a loss: :meth:`generate`). It runs until
             something pays (:meth:`~leap.core.policies.batch_caps.GoodputBandit.pays`, kept across batches with the
             bandit), then the bandit alone decides. None: off.
-        judge_all_in: the bandit's word that something pays is not taken while the run's drafting, every cost counted
-            (:attr:`tally`), has lost to plain decoding; the loss budget then counts a switch's catching up too
-            (:mod:`leap.core.policies.loss_budget`). Off by default: the bandit's word alone (on, at B = 4 and T = 1
-            it decoded whole stretches plainly where ``lowbit`` paid).
+        judge_all_in: the bandit's word that something pays is not taken while the drafters not retired have lost,
+            every cost counted (:attr:`tally`), to plain decoding; the loss budget then counts a switch's catching up
+            too (:mod:`leap.core.policies.loss_budget`). Off by default: the bandit's word alone (on, when it judged
+            the run's drafting, at B = 4 and T = 1 it decoded whole stretches plainly where ``lowbit`` paid).
         compact_min, compact_share: pack the rows' valid slots to the front once more than ``max(compact_min,
             compact_share * slots)`` slots are holes (attention over holes costs time; packing costs a copy of the
             cache); ``0, 0`` packs after every step that leaves a hole.
@@ -351,7 +351,7 @@ class BatchDecoder:
         session = self.start(prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
         budget, plain_arm = self.budget, self._plain_arm
         off = budget is not None and budget.begin(max_new_tokens)  # a batch to skip: no drafting now
-        all_in_lost = self.judge_all_in and self.tally.lost  # the bandit's "it pays" is not taken (docstring)
+        all_in_lost = self.judge_all_in and self.tally.lost_among(set(range(len(self.specs))) - self.retired)
         previous: int | None = None  # the drafter of the last step, None after a plain one
         drafted: set[int] = set()  # drafters whose first drafting step in this batch is behind it
         while not session.done:
@@ -388,10 +388,10 @@ class BatchDecoder:
         if budget is not None:
             budget.end()
         out = session.outcome()
-        self.tally.add(out, self._plain_rate)
+        self.tally.add(out, self.plain_rate)
         return out
 
-    def _plain_rate(self, rows: int) -> float | None:
+    def plain_rate(self, rows: int) -> float | None:
         """A plain step's tokens a row a second at ``rows`` rows, as that row count's bandit measured it (None: not
         measured, or no bandit): :attr:`tally`'s yardstick."""
         from leap.core.policies.batch_caps import GoodputBandit

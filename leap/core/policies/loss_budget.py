@@ -17,10 +17,11 @@ same. Two things here keep that clock in view:
   taken for the same tokens, the rest of the batch decodes plainly, and after ``n`` such batches in a row the next
   ``2 ** (n - 1)`` batches do not draft at all. It is what may be lost *before something pays*: once it pays, the
   budget stops and the bandit alone decides. What "pays" means is the caller's (:meth:`LossBudget.step`'s ``pays``):
-  the decoder asks its bandit, and with ``judge_all_in`` (off by default) not while the run's tally says drafting has
-  lost, all in - the budget then counts a switch's catching up too. It lifted B = 8 on the Xeon from 0.88-0.94 of
-  plain decoding to 0.98-1.00, and sank B = 4 at T = 1 from level with ``lowbit-auto`` to 0.92 of it: there the
-  tally said drafting lost in batches where ``lowbit`` paid (``experiments/2026-11-29-all-in-budget``).
+  the decoder asks its bandit, and with ``judge_all_in`` (off by default) not while the tally says the drafters in play
+  (not retired) have lost, all in - the budget then counts a switch's catching up too. Judging the run's drafting
+  whole, it lifted B = 8 on the Xeon from 0.88-0.94 of plain decoding to 0.98-1.00, and sank B = 4 at T = 1 from level
+  with ``lowbit-auto`` to 0.92 of it: there the tally said drafting lost in batches where ``lowbit`` paid
+  (``experiments/2026-11-29-all-in-budget``).
 
 Who calls what: :meth:`BatchDecoder.generate <leap.core.decoding.batch.BatchDecoder.generate>` holds one of each for the
 run (cleared by its ``forget``), tells the budget every step and the tally every batch;
@@ -30,7 +31,7 @@ per-drafter speedups to choose among drafters that share a model state.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 __all__ = ["DraftingTally", "LossBudget"]
 
@@ -69,6 +70,14 @@ class DraftingTally:
     def lost(self) -> bool:
         """Whether the drafting steps so far took longer than plain steps would have (False before any)."""
         return self.seconds > self.plain_s > 0
+
+    def lost_among(self, drafters: Iterable[int]) -> bool:
+        """:attr:`lost` over the steps of ``drafters`` alone: whether drafting with those still in play has lost, all
+        in - not the run's, whose first batch tried every drafter (the elimination's losses, paid once, would keep
+        the run's tally below plain decoding for batches after the drafter kept began to pay)."""
+        counted = [self.by_drafter[d] for d in set(drafters) if d in self.by_drafter]
+        seconds, plain_s = sum(s for s, _ in counted), sum(p for _, p in counted)
+        return seconds > plain_s > 0
 
     def clear(self) -> None:
         self.seconds = self.plain_s = 0.0

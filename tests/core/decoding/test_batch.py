@@ -316,11 +316,11 @@ def _budget_sees(decoder, batch, max_new, monkeypatch):
 
 
 def test_once_the_runs_drafting_has_lost_all_in_the_budget_runs_whatever_the_bandit_says(tiny_llama, monkeypatch):
-    """``judge_all_in``: while the decoder's tally says the run's drafting, every cost counted, lost to plain steps, the
-    bandit's word that an arm pays is not taken - the loss budget is told nothing pays - and a switch's catching up
+    """``judge_all_in``: while the decoder's tally says the drafters in play, every cost counted, lost to plain steps,
+    the bandit's word that an arm pays is not taken - the loss budget is told nothing pays - and a switch's catching up
     counts in it (its first step in the batch, rows begun and prompts taken in, still does not); otherwise the bandit's
     word stands and switches are left out. Red when the tally is not read, its word not passed on, switches left out
-    with the tally lost, or the first step counted."""
+    with the tally lost, the first step counted, or a retired drafter's loss held against those in play."""
     batch, max_new = [[5, 9, 14, 7], [6, 6, 8, 11, 6]], 30
     alone = [_alone(tiny_llama, p, max_new).token_ids for p in batch]
     _Oracle.reference = {tuple(p): a + [0] * 40 for p, a in zip(batch, alone)}
@@ -337,7 +337,7 @@ def test_once_the_runs_drafting_has_lost_all_in_the_budget_runs_whatever_the_ban
 
     for judged in (True, False):
         lost = decoder(judge_all_in=judged)
-        lost.tally.seconds, lost.tally.plain_s = 2.0, 1.0  # the run so far: drafting took twice plain's time
+        lost.tally.by_drafter[0] = [2.0, 1.0]  # the run so far: the oracle's drafting took twice plain's time
         told, out, switches = _budget_sees(lost, batch, max_new, monkeypatch)
         assert [r.token_ids for r in out.rows] == alone
         assert switches > 1  # the oracle drafted again after other steps: switches to count or leave out
@@ -345,6 +345,13 @@ def test_once_the_runs_drafting_has_lost_all_in_the_budget_runs_whatever_the_ban
             assert not any(told) and len(told) == out.steps - 1  # all but the oracle's first step, told none pays
         else:
             assert any(told) and len(told) == out.steps - switches
+
+    retired_lost = decoder(judge_all_in=True)  # the loss is a retired drafter's (the first batch's elimination)
+    retired_lost.tally.by_drafter[1] = [9.0, 1.0]
+    retired_lost.retire({1})
+    told, out, switches = _budget_sees(retired_lost, batch, max_new, monkeypatch)
+    assert [r.token_ids for r in out.rows] == alone
+    assert any(told) and len(told) == out.steps - switches  # drafting in play has not lost: the bandit's word
 
 
 class _Counted(_Wrong):

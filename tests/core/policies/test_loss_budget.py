@@ -29,8 +29,9 @@ _steps = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 2), st.integers(1,
 def test_the_tally_adds_up_every_drafting_step_of_every_batch_and_no_plain_one(batches, rate):
     """Over any batches: the tally's seconds are its drafting steps' (cap > 0) seconds, all of them, its plain time
     their tokens a row at plain's rate, and it has lost exactly when the first exceeds the second; per drafter the
-    same, its speedup plain's time over its own. Red when plain steps are counted, a batch replaces the last, a step's
-    tokens are not taken a row, or a step is put down to another drafter."""
+    same, its speedup plain's time over its own, and over any set of drafters whether theirs lost. Red when plain
+    steps are counted, a batch replaces the last, a step's tokens are not taken a row, or a step is put down to another
+    drafter or set."""
     tally = DraftingTally()
     for steps in batches:
         tally.add(_outcome(steps), lambda rows: rate)
@@ -42,6 +43,11 @@ def test_the_tally_adds_up_every_drafting_step_of_every_batch_and_no_plain_one(b
         mine = [s for s in drafting if s[1] == drafter]
         expected = sum(s[3] / s[2] / rate for s in mine) / sum(s[4] for s in mine) if mine else None
         assert tally.speedup(drafter) == (pytest.approx(expected) if mine else None)
+    for among in ({0}, {1, 2}, {0, 1, 2}, set()):  # the drafters in play's steps alone
+        mine = [s for s in drafting if s[1] in among]
+        seconds, plain_s = sum(s[4] for s in mine), sum(s[3] / s[2] / rate for s in mine)
+        if abs(seconds - plain_s) > 1e-9 * (seconds + plain_s):  # not a tie that rounding decides
+            assert tally.lost_among(among) == (seconds > plain_s > 0)
 
 
 def test_the_tally_leaves_out_steps_at_a_row_count_whose_plain_step_is_unmeasured_and_clears():
