@@ -124,7 +124,7 @@ def batch_result(out: Any, labels: Sequence[str] = (), decoder: Any = None) -> M
     extra = {"row_token_ids": [r.token_ids for r in rows], "row_new_tokens": [len(r.token_ids) for r in rows],
              "row_latency_s": [r.latency_s for r in rows], "batch_caps": out.caps,
              "batch_step_rows": out.step_rows, "batch_step_committed": out.step_committed,
-             "batch_step_s": out.step_s}
+             "batch_step_s": out.step_s, "batch_step_progress": out.step_progress}
     if len(labels) > 1:
         extra["batch_drafters"] = [labels[i] if cap else "plain" for i, cap in zip(out.drafters, out.caps)]
     if decoder is not None:
@@ -197,7 +197,7 @@ class SearchMethod(BenchMethod):
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool = False,
-                 batch_kin_all_in: bool = True, **agent_kwargs: Any) -> None:
+                 batch_kin_all_in: bool = True, batch_reward: str = "mean", **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory
         from leap.search.memory_store import memory_for
@@ -213,7 +213,8 @@ class SearchMethod(BenchMethod):
                                     switching=bool(batch_switching), first_step_setup=_first_step(batch_first_step),
                                     prune=None if batch_prune in (None, False) else float(batch_prune),
                                     refresh=int(batch_refresh), rejoin=bool(batch_rejoin),
-                                    judge_all_in=bool(batch_judge_all_in), kin_all_in=bool(batch_kin_all_in))
+                                    judge_all_in=bool(batch_judge_all_in), kin_all_in=bool(batch_kin_all_in),
+                                    reward=str(batch_reward))
         if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start, kept across the run), prior (the "
                                 f"same from the prior leap ships: leap/data/search_memory), first (every request a new "
@@ -271,7 +272,8 @@ class SearchMethod(BenchMethod):
         the drafters a memory leaves out on the shipped prior's word alone join once drafting, every cost counted, has
         not paid, ``batch_judge_all_in`` (its ``judge_all_in``, false; true: on) whether the loss budget runs again
         once drafting, every cost counted, has lost, ``batch_kin_all_in`` (its ``kin_all_in``, true; false: off)
-        whether drafters sharing the best's model state are pruned by their steps all in, and the search's
+        whether drafters sharing the best's model state are pruned by their steps all in, ``batch_reward`` (its
+        ``reward``: mean, the default, or progress) what a step is worth, and the search's
         ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its
         batch set ranks the drafters before the first batch and learns after each (what single requests measured is
         not read)."""
@@ -385,12 +387,13 @@ def make_method(name: str, model: LeapModel, options: BenchOptions = BenchOption
         cap = _batch_cap(kwargs.pop("batch_cap", 16))
         screen = kwargs.pop("batch_screen", True)  # batch_cap=auto: caps screened by the cost model (BatchDecoder's)
         refresh = int(kwargs.pop("batch_refresh", 32))  # batch_cap=auto: plain measured again (BatchDecoder's)
+        batch_kw = dict(num_tokens=cap, screen=screen, refresh=refresh, reward=str(kwargs.pop("batch_reward", "mean")))
         decoder = SelfSpecDecoder(model, layer_config, policy, drafter=name, drafter_kwargs=kwargs,
                                   tree_verify=tree_verify)
         batch = None
         if layer_config is None and batch_refusal(drafters.get(name)) is None:
-            batch = BatchDecoder(model, name, drafter_kwargs=kwargs, num_tokens=cap, screen=screen, refresh=refresh)
+            batch = BatchDecoder(model, name, drafter_kwargs=kwargs, **batch_kw)
         elif name == "layer-skip" and not layer_config.low and not kwargs:  # LEAP's layer draft, batched
-            batch = BatchDecoder(model, layer_config=layer_config, num_tokens=cap, screen=screen, refresh=refresh)
+            batch = BatchDecoder(model, layer_config=layer_config, **batch_kw)
         return DecoderMethod(name, decoder, batch)
     raise UnknownNameError(f"unknown benchmark method {name!r}; known: {', '.join(method_names())}")

@@ -100,8 +100,10 @@ class BatchDecoder:
             bandit), then the bandit alone decides. None: off.
         judge_all_in: the bandit's word that something pays is not taken while the drafters not retired have lost,
             every cost counted (:attr:`tally`), to plain decoding; the loss budget then counts a switch's catching up
-            too (:mod:`leap.core.policies.loss_budget`). Off by default: the bandit's word alone (on, when it judged
-            the run's drafting, at B = 4 and T = 1 it decoded whole stretches plainly where ``lowbit`` paid).
+            too (:mod:`leap.core.policies.loss_budget`). Off: the bandit's word alone.
+        reward: what a step gives, for the bandit, the budget and the tally: ``"mean"``, the tokens it committed a
+            row, or ``"progress"``, how far it moved the batch's laggard (:attr:`BatchSession.progress
+            <leap.core.decoding.batch_session.BatchSession.progress>`): a batch ends with its last row.
         compact_min, compact_share: pack the rows' valid slots to the front once more than ``max(compact_min,
             compact_share * slots)`` slots are holes (attention over holes costs time; packing costs a copy of the
             cache); ``0, 0`` packs after every step that leaves a hole.
@@ -122,17 +124,16 @@ class BatchDecoder:
             and ages what plain measured by the steps since (:class:`~leap.core.policies.batch_caps.GoodputBandit`'s
             ``refresh``); 0: off.
         graphs: decode on static buffers with each layer a CUDA graph (:mod:`leap.core.modeling.graphs.batch`; off a
-            GPU the same path without capture); None: ``LEAP_BATCH_GRAPHS=1`` in the environment turns it on. Off by
-            default until a GPU run has measured it; a sliding-window model decodes eagerly.
+            GPU the same path without capture); None: ``LEAP_BATCH_GRAPHS=1`` turns it on (off until a GPU run has
+            measured it); a sliding-window model decodes eagerly.
     """
 
     def __init__(self, model: LeapModel, drafter: str | type[Drafter] | None = None, *,
                  drafter_kwargs: dict | None = None, layer_config: LayerConfig | None = None,
-                 num_tokens: int | str = 16,
-                 caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
+                 num_tokens: int | str = 16, caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
                  switching: bool = False, first_step_setup: bool | str = False, refresh: int = 32,
-                 judge_all_in: bool = False, graphs: bool | None = None) -> None:
+                 judge_all_in: bool = False, reward: str = "mean", graphs: bool | None = None) -> None:
         from leap.core.drafters import drafters
         from leap.core.policies.loss_budget import DraftingTally, LossBudget
 
@@ -179,6 +180,9 @@ class BatchDecoder:
         self.budget = LossBudget(loss_budget) if loss_budget is not None else None
         #: the run's drafting steps, every cost counted, against plain steps for their tokens (one a decoder)
         self.tally, self.judge_all_in = DraftingTally(), bool(judge_all_in)
+        if reward not in ("mean", "progress"):
+            raise SettingsError(f"reward is mean (tokens a row) or progress (the laggard's tokens), got {reward!r}")
+        self.reward = reward
         self.bar = "best" if screen == "best" else "plain"  # the screen's bar (GoodputBandit's)
         if first_step_setup not in (True, False, "switch"):
             raise SettingsError(f"first_step_setup is true, false or switch, got {first_step_setup!r}")
@@ -361,13 +365,10 @@ class BatchDecoder:
             arm = plain_arm if off else policy.choose(begun)
             drafter, cap = arm if isinstance(arm, tuple) else (0, arm)  # (drafter, cap) with several drafters
             committed, seconds = session.step(cap, drafter)
-            # with first_step_setup, a drafter's first drafting step in a batch is its setup, not measured: its rows
-            # (BatchSession.begin_s) and what it defers to its first draft (lowbit's rows take their prompts in there:
-            # 0.49 s besides the begin against 0.30 s for its next step, docs/data/batch_first_step.json). "switch":
-            # for a drafter that keeps a context (Drafter.keeps_context: lowbit, cascade), also its first step after
-            # each step it did not draft, where it takes in every token committed since - a price of switching, paid
-            # whichever arm of it comes next, that judged as the arm's own kept lowbit's exploratory steps at B = 8
-            # far below what it gives step after step (experiments/2026-11-27-batch-elimination)
+            # first_step_setup: a drafter's first drafting step in a batch is its setup, not measured - its rows
+            # (BatchSession.begin_s) and its prompts taken in (lowbit: 0.49 s against 0.30 s for its next step,
+            # docs/data/batch_first_step.json); "switch": for a drafter that keeps a context, also its first step after
+            # each step it did not draft, where it takes in every token since (experiments/2026-11-27-batch-elimination)
             if self.first_step_setup == "switch":  # after a drafter sharing its state (lowbit, cascade): no switch
                 setup = cap > 0 and session.drafters[0].keeps_context and (
                     previous is None or self._state_group[previous] != self._state_group[drafter])
@@ -376,19 +377,18 @@ class BatchDecoder:
             first = cap > 0 and drafter not in drafted  # its rows begun, its prompts taken in: once a batch
             drafted |= {drafter} if cap else set()
             previous = drafter if cap else None
-            # goodput per row (whole-batch goodput shrinks as rows leave, dragging the arm pulled most below arms
-            # seeded from another row count); the seconds without beginning the drafter's rows (paid once a batch: an
-            # arm judged by its first step with it would never be pulled again); the budget leaves them out too
+            # goodput (``reward``) over the seconds without the drafter's rows begun (paid once a batch), budget too
+            gain = session.progress if self.reward == "progress" else committed / rows
             if not setup:
-                policy.update(arm, committed / rows, seconds - session.begin_s, accepted=session.accepted / rows,
+                policy.update(arm, gain, seconds - session.begin_s, accepted=session.accepted / rows,
                               draft_s=session.draft_s)
             if budget is not None and not (setup and (first or not all_in_lost)):  # all in: a switch is a loss
-                off = budget.step(seconds - session.begin_s, committed / rows, policy.means().get(plain_arm),
+                off = budget.step(seconds - session.begin_s, gain, policy.means().get(plain_arm),
                                   pays=policy.pays() and not all_in_lost)
         if budget is not None:
             budget.end()
         out = session.outcome()
-        self.tally.add(out, self.plain_rate)
+        self.tally.add(out, self.plain_rate, progress=self.reward == "progress")
         return out
 
     def plain_rate(self, rows: int) -> float | None:

@@ -67,7 +67,15 @@ class BatchSession:
         self.prefill_s = time.perf_counter() - self.t0
         self.active = list(range(self.batch_size))  # request index of each batch row still decoding
         self.caps: list[int] = []  # the cap of every step taken
-        self.steps: list[tuple[int, int, float]] = []  # every step's rows, tokens committed and seconds (outcome)
+        #: every step's rows, tokens committed, seconds and progress (:attr:`progress`; :meth:`outcome`)
+        self.steps: list[tuple[int, int, float, int]] = []
+        #: the last step's progress: how far it moved the batch's laggard, the fewest tokens any of its rows had
+        #: committed (the rows it stepped, before and after it). A batch without refills ends with its last row, so
+        #: tokens a step gives rows ahead of the laggard do not shorten it: a copying drafter that commits nine
+        #: tokens in one row and one in seven others commits two a row but moves the batch on by one, as a plain
+        #: step does (measured at B = 8: 1.5 tokens a row a drafting step, 1.1 at the laggard;
+        #: ``experiments/2026-11-29-all-in-in-play``). What :class:`BatchDecoder`'s ``reward="progress"`` rewards
+        self.progress = 0
         self.drafter_choices: list[int] = []  # the drafter (index in the decoder's list) of every step taken
         #: seconds the last :meth:`step` spent making and beginning a drafter's rows (its first step with that
         #: drafter in this batch): part of the step's wall time, paid once per batch, so a cap policy rewards the
@@ -170,16 +178,18 @@ class BatchSession:
             raise SettingsError(f"a chain cap is a number of draft tokens >= 0, got {cap}")
         if self.drafter_sets and not 0 <= drafter < len(self.drafter_sets):
             raise SettingsError(f"drafter {drafter} out of range: this batch's rows hold {len(self.drafter_sets)}")
-        t_step, rows = time.perf_counter(), len(self.active)
+        t_step, rows, stepped = time.perf_counter(), len(self.active), list(self.active)
+        laggard = min(len(self.rows[r].token_ids) for r in stepped)
         with torch.inference_mode():
             if len(self.drafter_sets) > 1:  # several drafters: a plain step (cap 0) runs none of them
                 self.drafters = self._rows(drafter) if cap else None
             self.begin_s = time.perf_counter() - t_step
             committed = self._step(cap)
         seconds = time.perf_counter() - t_step
+        self.progress = min(len(self.rows[r].token_ids) for r in stepped) - laggard
         self.caps.append(cap)
         self.drafter_choices.append(drafter)
-        self.steps.append((rows, committed, seconds))
+        self.steps.append((rows, committed, seconds, self.progress))
         return committed, seconds
 
     def _step(self, cap: int) -> int:
@@ -250,6 +260,6 @@ class BatchSession:
 
     def outcome(self) -> BatchOutcome:
         total = time.perf_counter() - self.t0
-        rows, committed, seconds = (list(column) for column in zip(*self.steps)) if self.steps else ([], [], [])
+        rows, committed, seconds, progress = (list(c) for c in zip(*self.steps)) if self.steps else ([], [], [], [])
         return BatchOutcome(self.rows, len(self.caps), self.prefill_s, total - self.prefill_s, list(self.caps),
-                            list(self.drafter_choices), rows, committed, seconds)
+                            list(self.drafter_choices), rows, committed, seconds, progress)

@@ -46,6 +46,7 @@ class BatchOutcome:
     step_rows: list[int] = field(default_factory=list)
     step_committed: list[int] = field(default_factory=list)
     step_s: list[float] = field(default_factory=list)
+    step_progress: list[int] = field(default_factory=list)  #: how far each step moved the batch's laggard
 
     @property
     def new_tokens(self) -> int:

@@ -45,19 +45,22 @@ class DraftingTally:
         #: the same two per drafter (its index in the decoder's list)
         self.by_drafter: dict[int, list[float]] = {}
 
-    def add(self, outcome, plain_rate: Callable[[int], float | None]) -> None:
+    def add(self, outcome, plain_rate: Callable[[int], float | None], progress: bool = False) -> None:
         """Add a batch's drafting steps (a :class:`~leap.core.decoding.batch_state.BatchOutcome`'s ``caps``,
-        ``drafters``, ``step_rows``, ``step_committed`` and ``step_s``); ``plain_rate(rows)``: a plain step's tokens a
-        row a second at that many rows (None where not measured: the step is left out)."""
-        for cap, drafter, rows, committed, seconds in zip(outcome.caps, outcome.drafters, outcome.step_rows,
-                                                          outcome.step_committed, outcome.step_s):
+        ``drafters``, ``step_rows``, ``step_committed``, ``step_s`` and ``step_progress``); ``plain_rate(rows)``: a
+        plain step's tokens a row a second at that many rows (None where not measured: the step is left out). A step
+        is worth its tokens a row, or with ``progress`` how far it moved the batch's laggard (a plain step: one)."""
+        for cap, drafter, rows, committed, seconds, moved in zip(outcome.caps, outcome.drafters, outcome.step_rows,
+                                                                 outcome.step_committed, outcome.step_s,
+                                                                 outcome.step_progress if progress else outcome.caps):
             rate = plain_rate(rows) if cap else None
             if rate:
+                gain = (moved if progress else committed / rows) / rate
                 self.seconds += seconds
-                self.plain_s += committed / rows / rate
+                self.plain_s += gain
                 mine = self.by_drafter.setdefault(drafter, [0.0, 0.0])
                 mine[0] += seconds
-                mine[1] += committed / rows / rate
+                mine[1] += gain
 
     def speedup(self, drafter: int) -> float | None:
         """What drafter ``drafter``'s steps gave over plain steps, all in (plain steps' seconds for their tokens over

@@ -225,6 +225,52 @@ def test_the_bandit_is_rewarded_per_row_so_row_counts_compare(tiny_llama, monkey
     assert seen and all(c == 1.0 for c in seen)
 
 
+class _OneRowOracle(_NearOracle):
+    """Right in the rows whose prompt is in :attr:`reference`, wrong (never accepted) in the others."""
+
+    name = "one-row-oracle"
+
+    def propose(self, tokens, max_tokens):
+        done = len(tokens) - len(self.prompt)
+        ref = self.reference.get(self.prompt)
+        return list(ref[done: done + max_tokens]) if ref else [0] * max_tokens
+
+
+def test_a_steps_progress_is_how_far_it_moved_the_batchs_laggard(tiny_llama, monkeypatch):
+    """``step_progress``: per step, the fewest tokens any row it stepped had committed, after it less before it
+    (recomputed here from the rows' own per-step tokens); a drafter right in one row only commits tokens a row
+    above one a step but moves the batch on by one, as a plain step does. ``reward="progress"`` tells the bandit
+    and the tally that, ``"mean"`` the tokens a row. Red when progress is the mean, the rows after rather than
+    before are compared, or a reward reads the other."""
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    batch, max_new = [[5, 9, 14, 7], [6, 6, 8, 11, 6], [7, 3, 9]], 24
+    alone = [_alone(tiny_llama, p, max_new).token_ids for p in batch]
+    _OneRowOracle.reference = {tuple(batch[0]): alone[0] + [0] * 20}
+    update = GoodputBandit.update
+    for reward in ("mean", "progress"):
+        seen = []
+        monkeypatch.setattr(GoodputBandit, "update", lambda self, arm, gain, seconds, **kw: (
+            seen.append((arm, gain)), update(self, arm, gain, seconds, **kw))[1])
+        decoder = BatchDecoder(tiny_llama, _OneRowOracle, num_tokens="auto", caps=(0, 4), reward=reward, screen=False)
+        out = decoder.generate(batch, max_new_tokens=max_new)
+        assert [r.token_ids for r in out.rows] == alone
+        per_row = [r.accepted_lengths for r in out.rows]  # each row's tokens a step, over the steps it was in
+        for t, moved in enumerate(out.step_progress):
+            rows = [r for r, steps in enumerate(per_row) if len(steps) > t]
+            assert moved == min(sum(per_row[r][:t + 1]) for r in rows) - min(sum(per_row[r][:t]) for r in rows)
+        drafting = [t for t, cap in enumerate(out.caps) if cap and len(per_row[0]) > t]  # row 0 still in
+        assert drafting and all(out.step_committed[t] > out.step_rows[t] for t in drafting)  # row 0 ran ahead
+        assert all(out.step_progress[t] == 1 for t in drafting)  # ... the laggards one token a step
+        expected = [p if reward == "progress" else c / n
+                    for p, c, n in zip(out.step_progress, out.step_committed, out.step_rows)]
+        assert [g for _, g in seen] == pytest.approx(expected)
+        rates = {n: decoder.plain_rate(n) for n in set(out.step_rows)}
+        plain_s = sum((p if reward == "progress" else c / n) / rates[n] for cap, n, c, p in zip(
+            out.caps, out.step_rows, out.step_committed, out.step_progress) if cap and rates[n])
+        assert decoder.tally.plain_s == pytest.approx(plain_s) and plain_s > 0
+
+
 class _SlowWrong(_Wrong):
     """Never accepted, and ``delay`` (20 ms) a draft: a drafted step always costs more than a plain one for the same
     tokens."""

@@ -16,9 +16,11 @@ from leap.core.policies.loss_budget import DraftingTally, LossBudget
 
 
 def _outcome(steps):
-    """A batch's step record: ``steps`` is ``(cap, drafter, rows, committed, seconds)`` per step."""
+    """A batch's step record: ``steps`` is ``(cap, drafter, rows, committed, seconds)`` per step; its progress (the
+    laggard's tokens) a made-up number of its own, so that reading it for the mean, or the mean for it, shows."""
     caps, drafters, rows, committed, seconds = (list(c) for c in zip(*steps)) if steps else ([], [], [], [], [])
-    return SimpleNamespace(caps=caps, drafters=drafters, step_rows=rows, step_committed=committed, step_s=seconds)
+    return SimpleNamespace(caps=caps, drafters=drafters, step_rows=rows, step_committed=committed, step_s=seconds,
+                           step_progress=[1 + c % 3 for c in committed])
 
 
 _steps = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 2), st.integers(1, 8), st.integers(1, 40),
@@ -43,6 +45,11 @@ def test_the_tally_adds_up_every_drafting_step_of_every_batch_and_no_plain_one(b
         mine = [s for s in drafting if s[1] == drafter]
         expected = sum(s[3] / s[2] / rate for s in mine) / sum(s[4] for s in mine) if mine else None
         assert tally.speedup(drafter) == (pytest.approx(expected) if mine else None)
+    laggard = DraftingTally()  # worth the laggard's progress instead of the tokens a row
+    for steps in batches:
+        laggard.add(_outcome(steps), lambda rows: rate, progress=True)
+    assert laggard.seconds == pytest.approx(tally.seconds)
+    assert laggard.plain_s == pytest.approx(sum((1 + s[3] % 3) / rate for s in drafting))
     for among in ({0}, {1, 2}, {0, 1, 2}, set()):  # the drafters in play's steps alone
         mine = [s for s in drafting if s[1] in among]
         seconds, plain_s = sum(s[4] for s in mine), sum(s[3] / s[2] / rate for s in mine)
