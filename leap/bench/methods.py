@@ -196,7 +196,7 @@ class SearchMethod(BenchMethod):
                  kin: bool = True, steady: bool = True,
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
-                 batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool = False,
+                 batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool = True,
                  batch_kin_all_in: bool = True, batch_reward: str = "mean", **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory
@@ -270,7 +270,7 @@ class SearchMethod(BenchMethod):
         steps without it the bandit measures plain decoding again (:class:`~leap.core.decoding.batch.BatchDecoder`'s
         ``refresh``), ``batch_rejoin`` (:class:`~leap.search.batch.BatchSearch`'s ``rejoin``, true; false: off) whether
         the drafters a memory leaves out on the shipped prior's word alone join once drafting, every cost counted, has
-        not paid, ``batch_judge_all_in`` (its ``judge_all_in``, false; true: on) whether the loss budget runs again
+        not paid, ``batch_judge_all_in`` (its ``judge_all_in``, true; false: off) whether the loss budget runs again
         once drafting, every cost counted, has lost, ``batch_kin_all_in`` (its ``kin_all_in``, true; false: off)
         whether drafters sharing the best's model state are pruned by their steps all in, ``batch_reward`` (its
         ``reward``: mean, the default, or progress) what a step is worth, and the search's

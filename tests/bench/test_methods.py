@@ -247,11 +247,11 @@ def test_the_drafter_searchs_batch_flags_reach_its_batch_decoder(tiny_llama):
     assert fixed.batch.refresh == 7 and fixed.batch.policy(2).refresh == 7
     assert plain._batch.prune == 1.0 and plain._batch.rejoin
     assert make_method("leap-drafters", tiny_llama, batch_prune=False, **kwargs)._batch_settings["prune"] is None
-    assert not plain._batch.decoder.judge_all_in and plain._batch.kin_all_in
-    ablation = make_method("leap-drafters", tiny_llama, batch_rejoin=False, batch_judge_all_in=True,
+    assert plain._batch.decoder.judge_all_in and plain._batch.kin_all_in
+    ablation = make_method("leap-drafters", tiny_llama, batch_rejoin=False, batch_judge_all_in=False,
                            batch_kin_all_in=False, **kwargs)
     ablation.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
-    assert not ablation._batch.rejoin and ablation._batch.decoder.judge_all_in and not ablation._batch.kin_all_in
+    assert not ablation._batch.rejoin and not ablation._batch.decoder.judge_all_in and not ablation._batch.kin_all_in
     assert plain._batch.decoder.reward == "mean" and fixed.batch.reward == "mean"
     laggard = make_method("leap-drafters", tiny_llama, batch_reward="progress", **kwargs)
     laggard.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)

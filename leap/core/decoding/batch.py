@@ -100,7 +100,7 @@ class BatchDecoder:
             bandit), then the bandit alone decides. None: off.
         judge_all_in: the bandit's word that something pays is not taken while the drafters not retired have lost,
             every cost counted (:attr:`tally`), to plain decoding; the loss budget then counts a switch's catching up
-            too (:mod:`leap.core.policies.loss_budget`). Off: the bandit's word alone.
+            too (:mod:`leap.core.policies.loss_budget`). False: the bandit's word alone.
         reward: what a step gives, for the bandit, the budget and the tally: ``"mean"``, the tokens it committed a
             row, or ``"progress"``, how far it moved the batch's laggard (:attr:`BatchSession.progress
             <leap.core.decoding.batch_session.BatchSession.progress>`): a batch ends with its last row.
@@ -133,7 +133,7 @@ class BatchDecoder:
                  num_tokens: int | str = 16, caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
                  switching: bool = False, first_step_setup: bool | str = False, refresh: int = 32,
-                 judge_all_in: bool = False, reward: str = "mean", graphs: bool | None = None) -> None:
+                 judge_all_in: bool = True, reward: str = "mean", graphs: bool | None = None) -> None:
         from leap.core.drafters import drafters
         from leap.core.policies.loss_budget import DraftingTally, LossBudget
 

@@ -17,11 +17,11 @@ same. Two things here keep that clock in view:
   taken for the same tokens, the rest of the batch decodes plainly, and after ``n`` such batches in a row the next
   ``2 ** (n - 1)`` batches do not draft at all. It is what may be lost *before something pays*: once it pays, the
   budget stops and the bandit alone decides. What "pays" means is the caller's (:meth:`LossBudget.step`'s ``pays``):
-  the decoder asks its bandit, and with ``judge_all_in`` (off by default) not while the tally says the drafters in play
+  the decoder asks its bandit, and with ``judge_all_in`` (on by default) not while the tally says the drafters in play
   (not retired) have lost, all in - the budget then counts a switch's catching up too. Judging the run's drafting
   whole, it lifted B = 8 on the Xeon from 0.88-0.94 of plain decoding to 0.98-1.00, and sank B = 4 at T = 1 from level
-  with ``lowbit-auto`` to 0.92 of it: there the tally said drafting lost in batches where ``lowbit`` paid
-  (``experiments/2026-11-29-all-in-budget``).
+  with ``lowbit-auto`` to 0.92 of it (``experiments/2026-11-29-all-in-budget``); judging the drafters in play, it was
+  level at B = 4, T = 1 and lifted B = 8 from the prior (``experiments/2026-11-29-all-in-in-play``).
 
 Who calls what: :meth:`BatchDecoder.generate <leap.core.decoding.batch.BatchDecoder.generate>` holds one of each for the
 run (cleared by its ``forget``), tells the budget every step and the tally every batch;
