@@ -73,7 +73,7 @@ class BatchSession:
         #: committed (the rows it stepped, before and after it). A batch without refills ends with its last row, so
         #: tokens a step gives rows ahead of the laggard do not shorten it: a copying drafter that commits nine
         #: tokens in one row and one in seven others commits two a row but moves the batch on by one, as a plain
-        #: step does (measured at B = 8: 1.5 tokens a row a drafting step, 1.1 at the laggard;
+        #: step does (measured at B = 8: 1.5 tokens a row a drafting step, 1.0 to 1.1 in its worst row;
         #: ``experiments/2026-11-29-all-in-in-play``). What :class:`BatchDecoder`'s ``reward="progress"`` rewards
         self.progress = 0
         self.drafter_choices: list[int] = []  # the drafter (index in the decoder's list) of every step taken
