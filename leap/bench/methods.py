@@ -113,13 +113,10 @@ class BenchMethod:
 
 
 def batch_result(out: Any, labels: Sequence[str] = (), decoder: Any = None) -> MethodResult:
-    """A :class:`leap.core.decoding.batch.BatchOutcome` as one record's result; ``labels`` name the decoder's
-    drafters where it holds several (``batch_drafters``: the one each step drafted with). Every step's rows, tokens
-    committed and seconds (``batch_step_rows``, ``batch_step_committed``, ``batch_step_s``), and with the
-    :class:`~leap.core.decoding.batch.BatchDecoder` that decoded it, the yardstick its all-in tally judged drafting by
-    (``batch_plain_rate``: a plain step's tokens a row a second per row count, None where not measured) and the tally
-    after the batch (``batch_tally``: its drafting seconds and plain seconds for the same tokens): a run's record says
-    why its loss budget ran or its kin were pruned (:mod:`leap.core.policies.loss_budget`)."""
+    """A :class:`leap.core.decoding.batch.BatchOutcome` as one record's result; ``labels`` name the decoder's drafters
+    where it holds several (``batch_drafters``: each step's). Every step's rows, tokens, seconds and progress
+    (``batch_step_*``); with the :class:`~leap.core.decoding.batch.BatchDecoder`, its all-in tally's plain rate per row
+    count (``batch_plain_rate``) and the tally after the batch (``batch_tally``): why its budget ran, its kin went."""
     rows = out.rows
     extra = {"row_token_ids": [r.token_ids for r in rows], "row_new_tokens": [len(r.token_ids) for r in rows],
              "row_latency_s": [r.latency_s for r in rows], "batch_caps": out.caps,
@@ -207,6 +204,7 @@ class SearchMethod(BenchMethod):
         if isinstance(drafters, str):
             drafters = [d for d in drafters.split(";") if d]
         self._model, self._options, self._batch = model, drafters, None  # run_batch's (a BatchSearch)
+        self._warm_batches: dict[float, list[list[int]]] = {}  # the last batch run_batch saw, per temperature
         caps = tuple(int(c) for c in (batch_caps.split(";") if isinstance(batch_caps, str) else batch_caps))
         budget_per_batch = options.loss_budget if loss_budget is None else float(loss_budget)  # per batch too
         self._batch_settings = dict(caps=caps, loss_budget=budget_per_batch or None, screen=batch_screen,
@@ -277,6 +275,7 @@ class SearchMethod(BenchMethod):
         ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its
         batch set ranks the drafters before the first batch and learns after each (what single requests measured is
         not read)."""
+        self._warm_batches[temperature] = batch  # after_warm_up warms the drafters of each condition on them
         if self._batch is None:
             from leap.search.batch import BatchSearch
 
@@ -290,10 +289,12 @@ class SearchMethod(BenchMethod):
 
     def after_warm_up(self) -> None:
         """Back to the memory the run started from, a batch bandit and a search that have measured nothing; the
-        drafters stay loaded."""
+        drafters stay loaded, every one of them (:meth:`~leap.search.batch.BatchSearch.warm`)."""
         if self.memory is not None:
             self.memory.adopt(self._memory_start)
         if self._batch is not None:
+            for temperature, batch in self._warm_batches.items():
+                self._batch.warm(batch, temperature=temperature)
             self._batch.forget()
         self.runner.forget()
 

@@ -286,6 +286,22 @@ def test_a_batch_record_says_what_the_all_in_tally_judged_by(tiny_llama, name, k
     assert totals[0] > 0  # drafting steps were judged: the check above compared something
 
 
+def test_after_the_warm_up_the_search_loads_every_drafter_on_the_warm_up_batches(tiny_llama, monkeypatch):
+    """``after_warm_up`` hands each temperature's warm-up batch to ``BatchSearch.warm`` (every drafter's rows made,
+    untimed), before it forgets what the warm-up measured. Red when the call is dropped or given another batch."""
+    from leap.search.batch import BatchSearch
+
+    calls = []
+    monkeypatch.setattr(BatchSearch, "warm", lambda self, batch, temperature=0.0, seed=0: calls.append(
+        (batch, temperature)))
+    method = make_method("leap-drafters", tiny_llama, drafters="prompt-lookup;suffix", batch_caps="0;2")
+    for temperature in (0.0, 1.0):
+        method.run_batch([PROMPT, PROMPT[:5]], max_new_tokens=4, temperature=temperature, seed=0)
+    method.after_warm_up()
+    assert calls == [([PROMPT, PROMPT[:5]], 0.0), ([PROMPT, PROMPT[:5]], 1.0)]
+    assert not method._batch.decoder.policy(2).means()  # and then forgot
+
+
 @pytest.mark.parametrize("memory", ["fresh", "prior"])
 def test_after_the_warm_up_the_search_starts_from_the_memory_its_records_name(tiny_llama, memory):
     """What the untimed warm-up taught the search - its memory's means and clock, the batch bandit's arms, a

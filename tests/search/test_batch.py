@@ -213,3 +213,20 @@ def test_drafters_left_out_on_the_priors_word_join_once_drafting_has_not_paid(ti
     ablation = BatchSearch(tiny_llama, OPTIONS, memory=_prior_memory(tmp_path, prior), caps=(0, 2), rejoin=False)
     ablation.generate(PROMPTS, max_new_tokens=4)
     assert ablation.labels == ["suffix"] and not ablation.held["batch"]
+
+
+def test_warm_begins_every_drafters_rows_and_measures_nothing(tiny_llama, monkeypatch):
+    """``BatchSearch.warm`` (called by ``leap bench`` after its warm-up): every drafter of the condition's decoder, held
+    ones too, has its rows made for the batch, and no bandit, budget or tally has seen a step; the batch after it
+    decodes as alone. Red when a drafter is left out or the warm steps are measured."""
+    memory = SearchMemory()
+    search = BatchSearch(tiny_llama, OPTIONS, caps=(0, 2), memory=memory, loss_budget=0.05)
+    search.warm(PROMPTS, temperature=0.0)
+    decoder = search.decoder
+    assert len(decoder.specs) == len(OPTIONS)
+    assert all(len(pool) >= len(PROMPTS) for pool in decoder._pools)  # every drafter's rows made
+    assert not decoder._policies and decoder.tally.seconds == 0.0 and memory.sets.get("batch") in (None, {})
+    assert decoder.budget.fruitless == 0 and decoder.retired == frozenset()
+    plain = BatchDecoder(tiny_llama).generate(PROMPTS, max_new_tokens=12)
+    out = search.generate(PROMPTS, max_new_tokens=12)
+    assert [r.token_ids for r in out.rows] == [r.token_ids for r in plain.rows]
