@@ -50,12 +50,13 @@ class DraftingTally:
         ``drafters``, ``step_rows``, ``step_committed``, ``step_s`` and ``step_progress``); ``plain_rate(rows)``: a
         plain step's tokens a row a second at that many rows (None where not measured: the step is left out). A step
         is worth its tokens a row, or with ``progress`` how far it moved the batch's laggard (a plain step: one)."""
-        moves = outcome.step_progress if progress else [0] * len(outcome.caps)  # read only with progress
-        for cap, drafter, rows, committed, seconds, moved in zip(outcome.caps, outcome.drafters, outcome.step_rows,
-                                                                 outcome.step_committed, outcome.step_s, moves):
+        tokens = outcome.step_progress if progress else [c / n for c, n in zip(outcome.step_committed,
+                                                                               outcome.step_rows)]
+        for cap, drafter, rows, seconds, worth in zip(outcome.caps, outcome.drafters, outcome.step_rows,
+                                                      outcome.step_s, tokens):
             rate = plain_rate(rows) if cap else None
             if rate:
-                gain = (moved if progress else committed / rows) / rate
+                gain = worth / rate
                 self.seconds += seconds
                 self.plain_s += gain
                 mine = self.by_drafter.setdefault(drafter, [0.0, 0.0])
