@@ -197,8 +197,9 @@ class BatchSearch:
     def warm(self, prompts: Sequence[Sequence[int]], *, temperature: float = 0.0, seed: int = 0) -> None:
         """Pay every drafter's one-time costs on ``prompts`` outside any clock: the decoder of their condition takes one
         drafting step with each of its drafters, held ones included, so that its rows are made and begun once (a
-        low-bit runner loads its model file and makes its context: about a second on the 2-core AMD EPYC, where later
-        batches begin the same rows in 0.12 s). Nothing is measured - the steps bypass the bandit, the budget and the
+        low-bit runner loads its model file and makes its context: 0.94 s for a batch of 8 on the 2-core AMD EPYC, where
+        later batches begin the same rows in 0.14 to 0.23 s, ``experiments/2026-11-29-all-in-in-play/warm_probe.py``).
+        Nothing is measured - the steps bypass the bandit, the budget and the
         tally. ``leap bench`` calls it after its untimed warm-up
         (:meth:`leap.bench.methods.SearchMethod.after_warm_up`), whose own batches draft only with the drafters their
         bandit picks: the search's first timed batch paid the rest, where a fixed drafter's loaded in the warm-up."""
