@@ -194,7 +194,8 @@ class SearchMethod(BenchMethod):
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool = True,
-                 batch_kin_all_in: bool = True, batch_reward: str = "mean", **agent_kwargs: Any) -> None:
+                 batch_kin_all_in: bool = True, batch_reward: str = "mean", batch_fresh_bar: bool = True,
+                 **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory
         from leap.search.memory_store import memory_for
@@ -212,7 +213,7 @@ class SearchMethod(BenchMethod):
                                     prune=None if batch_prune in (None, False) else float(batch_prune),
                                     refresh=int(batch_refresh), rejoin=bool(batch_rejoin),
                                     judge_all_in=bool(batch_judge_all_in), kin_all_in=bool(batch_kin_all_in),
-                                    reward=str(batch_reward))
+                                    reward=str(batch_reward), fresh_bar=bool(batch_fresh_bar))
         if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start, kept across the run), prior (the "
                                 f"same from the prior leap ships: leap/data/search_memory), first (every request a new "
@@ -256,25 +257,24 @@ class SearchMethod(BenchMethod):
         self.runner = searcher()
 
     def run_batch(self, batch, *, max_new_tokens, temperature, seed):
-        """The drafter search at batch level (:class:`~leap.search.batch.BatchSearch`): a goodput bandit over
-        (drafter, chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default 0,
-        2, 4, 8 and 16; ``--method-arg leap-drafters:batch_caps='0;8'``) are the caps, ``batch_screen``
-        (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``screen``) how untried caps open, ``batch_switching``
-        (its ``switching``, off) whether mid-batch only begun drafters explore, ``batch_first_step`` (its
+        """The drafter search at batch level (:class:`~leap.search.batch.BatchSearch`): a goodput bandit over (drafter,
+        chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default 0, 2, 4, 8
+        and 16; ``--method-arg leap-drafters:batch_caps='0;8'``) are the caps, ``batch_screen``
+        (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``screen``) how untried caps open, ``batch_switching`` (its
+        ``switching``, off) whether mid-batch only begun drafters explore, ``batch_first_step`` (its
         ``first_step_setup``: ``switch``, the default, true or false) which of a drafter's steps go unmeasured as its
-        setup, ``batch_prune``
-        (:class:`~leap.search.batch.BatchSearch`'s ``prune``, 1.0; false: off) which drafters stop drafting after a
-        batch (those below that share of the best's measured goodput), ``batch_refresh`` (32; 0: off) after how many
-        steps without it the bandit measures plain decoding again (:class:`~leap.core.decoding.batch.BatchDecoder`'s
-        ``refresh``), ``batch_rejoin`` (:class:`~leap.search.batch.BatchSearch`'s ``rejoin``, true; false: off) whether
-        the drafters a memory leaves out on the shipped prior's word alone join once drafting, every cost counted, has
-        not paid, ``batch_judge_all_in`` (its ``judge_all_in``, true; false: off) whether the loss budget runs again
-        once drafting, every cost counted, has lost, ``batch_kin_all_in`` (its ``kin_all_in``, true; false: off)
-        whether drafters sharing the best's model state are pruned by their steps all in, ``batch_reward`` (its
-        ``reward``: mean, the default, or progress) what a step is worth, and the search's
-        ``loss_budget`` holds per batch. Layer options do not batch yet. With a memory, its
-        batch set ranks the drafters before the first batch and learns after each (what single requests measured is
-        not read)."""
+        setup, ``batch_prune`` (:class:`~leap.search.batch.BatchSearch`'s ``prune``, 1.0; false: off) which drafters
+        stop drafting after a batch (those below that share of the best's measured goodput), ``batch_refresh`` (32; 0:
+        off) after how many steps without it the bandit measures plain decoding again and ``batch_fresh_bar`` (true;
+        false: the ablation) how (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``refresh``, ``fresh_bar``),
+        ``batch_rejoin`` (:class:`~leap.search.batch.BatchSearch`'s ``rejoin``, true; false: off) whether the drafters a
+        memory leaves out on the shipped prior's word alone join once drafting, every cost counted, has not paid,
+        ``batch_judge_all_in`` (its ``judge_all_in``, true; false: off) whether the loss budget runs again once
+        drafting, every cost counted, has lost, ``batch_kin_all_in`` (its ``kin_all_in``, true; false: off) whether
+        drafters sharing the best's model state are pruned by their steps all in, ``batch_reward`` (its ``reward``:
+        mean, the default, or progress) what a step is worth, and the search's ``loss_budget`` holds per batch. Layer
+        options do not batch yet. With a memory, its batch set ranks the drafters before the first batch and learns
+        after each (what single requests measured is not read)."""
         self._warm_batches[temperature] = batch  # after_warm_up warms the drafters of each condition on them
         if self._batch is None:
             from leap.search.batch import BatchSearch
@@ -386,9 +386,9 @@ def make_method(name: str, model: LeapModel, options: BenchOptions = BenchOption
         if layer_config is None and name == "layer-skip":
             raise SettingsError("layer-skip needs a configuration: --method-arg layer-skip:config=skip=5-7")
         cap = _batch_cap(kwargs.pop("batch_cap", 16))
-        screen = kwargs.pop("batch_screen", True)  # batch_cap=auto: caps screened by the cost model (BatchDecoder's)
-        refresh = int(kwargs.pop("batch_refresh", 32))  # batch_cap=auto: plain measured again (BatchDecoder's)
-        batch_kw = dict(num_tokens=cap, screen=screen, refresh=refresh, reward=str(kwargs.pop("batch_reward", "mean")))
+        batch_kw = dict(num_tokens=cap, screen=kwargs.pop("batch_screen", True),  # batch_cap=auto: BatchDecoder's
+                        refresh=int(kwargs.pop("batch_refresh", 32)), reward=str(kwargs.pop("batch_reward", "mean")),
+                        fresh_bar=bool(kwargs.pop("batch_fresh_bar", True)))
         decoder = SelfSpecDecoder(model, layer_config, policy, drafter=name, drafter_kwargs=kwargs,
                                   tree_verify=tree_verify)
         batch = None

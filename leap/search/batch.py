@@ -94,7 +94,7 @@ class BatchSearch:
             are left out.
         memory: what earlier runs' batches measured (its "batch" set), read before the first batch and taught after
             each; None: off.
-        caps, loss_budget, screen, switching, first_step_setup, refresh, judge_all_in, reward:
+        caps, loss_budget, screen, switching, first_step_setup, refresh, fresh_bar, judge_all_in, reward:
             :class:`~leap.core.decoding.batch.BatchDecoder`'s (here
             ``first_step_setup="switch"`` by default: a drafter's catching up after steps it did not draft is not
             judged as its arm's own cost, module docstring).
@@ -109,13 +109,14 @@ class BatchSearch:
                  caps: Sequence[int] = (0, 2, 4, 8, 16), loss_budget: float | None = None,
                  screen: bool | str = True, switching: bool = False, first_step_setup: bool | str = "switch",
                  prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool = True,
-                 kin_all_in: bool = True, reward: str = "mean") -> None:
+                 kin_all_in: bool = True, reward: str = "mean", fresh_bar: bool = True) -> None:
         if prune is not None and not 0 < prune <= 1:
             raise SettingsError(f"prune is a share of the best drafter's goodput in (0, 1], or None (off), got {prune}")
         self.model, self.memory, self.prune, self.rejoin = model, memory, prune, bool(rejoin)
         self.options = batch_options(options, model)
         self.caps, self.loss_budget, self.screen = tuple(int(c) for c in caps), loss_budget, screen
         self.switching, self.first_step_setup, self.refresh = switching, first_step_setup, int(refresh)
+        self.fresh_bar = bool(fresh_bar)
         self.judge_all_in, self.kin_all_in, self.reward = bool(judge_all_in), bool(kin_all_in), reward
         self.decoder: BatchDecoder | None = None  # the batch's, made at the first batch of its condition (below)
         self.labels: list[str] = []  # the decoder's drafters, in its order
@@ -143,7 +144,8 @@ class BatchSearch:
             decoder = BatchDecoder(self.model, [(o.name, o.kwargs) for o in (*options, *held)], num_tokens="auto",
                                    caps=self.caps, loss_budget=self.loss_budget, screen=self.screen,
                                    switching=self.switching, first_step_setup=self.first_step_setup,
-                                   refresh=self.refresh, judge_all_in=self.judge_all_in, reward=self.reward)
+                                   refresh=self.refresh, fresh_bar=self.fresh_bar, judge_all_in=self.judge_all_in,
+                                   reward=self.reward)
             self.decoders[condition] = decoder, [o.label for o in (*options, *held)]
             self.held_at_start[condition] = self.held[condition] = frozenset(
                 range(len(options), len(options) + len(held)))

@@ -229,7 +229,7 @@ def test_transformers_plain_peers_decode_each_row_of_a_batch_as_alone(tiny_llama
 def test_the_drafter_searchs_batch_flags_reach_its_batch_decoder(tiny_llama):
     """``--method-arg leap-drafters:batch_first_step=true`` (and ``batch_switching``, ``batch_screen``,
     ``batch_prune``, ``batch_refresh``, ``batch_rejoin``, ``batch_judge_all_in``, ``batch_kin_all_in``,
-    ``batch_reward``) reach the batch search's decoder and its bandits; by default a switch is left
+    ``batch_reward``, ``batch_fresh_bar``) reach the batch search's decoder and its bandits; by default a switch is left
     unmeasured, only the best drafter drafts on, switching is off and plain is measured again every 32 steps (red when
     a flag is dropped on the way)."""
     kwargs = {"drafters": "prompt-lookup;suffix", "batch_caps": "0;2"}
@@ -257,6 +257,11 @@ def test_the_drafter_searchs_batch_flags_reach_its_batch_decoder(tiny_llama):
     laggard.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
     assert laggard._batch.decoder.reward == "progress"
     assert make_method("lowbit", tiny_llama, batch_cap="auto", batch_reward="progress").batch.reward == "progress"
+    assert plain._batch.decoder.policy(2).fresh_bar and fixed.batch.policy(2).fresh_bar
+    stale = make_method("leap-drafters", tiny_llama, batch_fresh_bar=False, **kwargs)
+    stale.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
+    assert not stale._batch.decoder.policy(2).fresh_bar and not stale._batch.decoder.policy(1).fresh_bar
+    assert not make_method("lowbit", tiny_llama, batch_cap="auto", batch_fresh_bar=False).batch.policy(2).fresh_bar
 
 
 @pytest.mark.parametrize("name, kwargs", [("lowbit", {"batch_cap": "auto"}),

@@ -120,9 +120,8 @@ class BatchDecoder:
             ``"switch"``: for a drafter that keeps a context of its own
             (:attr:`~leap.core.drafters.base.Drafter.keeps_context`), its first step in a batch and its first after
             every step it did not draft, for the others none; off: measured like the others.
-        refresh: with ``num_tokens="auto"``, the bandit measures plain decoding again after this many steps without it,
-            and ages what plain measured by the steps since (:class:`~leap.core.policies.batch_caps.GoodputBandit`'s
-            ``refresh``); 0: off.
+        refresh, fresh_bar: with ``num_tokens="auto"``, plain decoding measured again after this many steps without it
+            (:class:`~leap.core.policies.batch_caps.GoodputBandit`'s; ``fresh_bar=False``: the ablation).
         graphs: decode on static buffers with each layer a CUDA graph (:mod:`leap.core.modeling.graphs.batch`; off a
             GPU the same path without capture); None: ``LEAP_BATCH_GRAPHS=1`` turns it on (off until a GPU run has
             measured it); a sliding-window model decodes eagerly.
@@ -133,7 +132,8 @@ class BatchDecoder:
                  num_tokens: int | str = 16, caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
                  switching: bool = False, first_step_setup: bool | str = False, refresh: int = 32,
-                 judge_all_in: bool = True, reward: str = "mean", graphs: bool | None = None) -> None:
+                 fresh_bar: bool = True, judge_all_in: bool = True, reward: str = "mean",
+                 graphs: bool | None = None) -> None:
         from leap.core.drafters import drafters
         from leap.core.policies.loss_budget import DraftingTally, LossBudget
 
@@ -179,7 +179,7 @@ class BatchDecoder:
         self.loss_budget, self.screen = loss_budget, bool(screen) and num_tokens == "auto"
         self.budget = LossBudget(loss_budget) if loss_budget is not None else None
         #: the run's drafting steps, every cost counted, against plain steps for their tokens (one a decoder)
-        self.tally, self.judge_all_in = DraftingTally(), bool(judge_all_in)
+        self.tally, self.judge_all_in, self.fresh_bar = DraftingTally(), bool(judge_all_in), bool(fresh_bar)
         if reward not in ("mean", "progress"):
             raise SettingsError(f"reward is mean (tokens a row) or progress (the laggard's tokens), got {reward!r}")
         self.reward = reward
@@ -283,7 +283,7 @@ class BatchDecoder:
         else:
             policy = GoodputBandit(drafter_arms(len(self.specs), self.caps) if len(self.specs) > 1 else self.caps,
                                    verify_cost=self._verify_cost(rows), bar=self.bar, switching=self.switching,
-                                   refresh=self.refresh)
+                                   refresh=self.refresh, fresh_bar=self.fresh_bar)
             policy.retire(self.retired)
         self._policies[rows] = policy
         return policy

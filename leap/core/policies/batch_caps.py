@@ -25,9 +25,14 @@ last pulled while the machine was loaded kept its slow value for the rest of the
 steps took 246 ms a step in a loaded batch against 93-114 ms in the others, and in the last batch the search drafted
 on 100 of 101 steps with ``prompt-lookup``, whose steps ran at 0.8 of plain decoding's goodput, valued at 1.0 to 1.95
 times the stale plain (``experiments/2026-11-28-stale-bar``). So the plain arm is pulled again once the bandit
-has taken ``refresh`` steps since its last pull, and its statistics age with the steps taken since (discounted by
-``1 - 1/refresh`` a step, as Garivier & Moulines' discounted UCB discounts every arm at every step): what plain
-measured long ago, under another load, gives way to what its next pull measures. The drafting arms keep their own
+has taken ``refresh`` steps since its last pull, twice in a row, and its statistics age with the steps taken since
+(discounted by ``1 - 1/horizon`` a step, as Garivier & Moulines' discounted UCB discounts every arm at every step):
+what plain measured long ago, under another load, gives way to what its next pulls measure. Aged by only
+``1 - 1/refresh`` a step and pulled once, the eight pulls of a slow stretch still outweighed a fresh one 2.6 to 1 a
+refresh later: on the AMD EPYC at B = 8 plain steps ran 50-65 ms late in a batch against 35-39 ms elsewhere, and the
+bar stood 1.1 to 2.0 times plain's true step for the next six batches while ``stand`` drafted at 1.4 times plain's
+cost for 1.1 tokens a row (``docs/data/regret-amd-ed9ae76/b8-t0``; ``fresh_bar=False`` is that ablation). A bandit
+seeded for a new row count (:meth:`GoodputBandit.seeded`) inherits each arm's age. The drafting arms keep their own
 discount (per pull), so that a rarely pulled arm is not judged by its last step alone; ageing them too measured level
 with it at B = 4 and T = 1 (both 0.99 of plain decoding, 0.95 with ``refresh`` off, each interval about 0.13 wide on
 that loaded host: the same experiment), so that choice rests on the variance argument, not on a measurement.
@@ -111,13 +116,14 @@ class GoodputBandit:
             has measured so far, or ``"plain"``, plain decoding's (the default).
         switching: with several drafters, mid-batch only the drafters already begun explore (:meth:`choose`); off.
         refresh: the plain arm is pulled again once the bandit has taken ``refresh`` steps since its last pull, and
-            its statistics age by ``1 - 1/refresh`` for each step taken since (module docstring: a bar measured now);
-            0: off (the ablation).
+            its statistics age for each step taken since (module docstring: a bar measured now); 0: off (the ablation).
+        fresh_bar: a refresh pulls plain twice and ages its statistics by ``1 - 1/horizon`` a step (a window of
+            ~``horizon`` steps of the batch's time); False: once, aged by ``1 - 1/refresh`` a step (the ablation).
     """
 
     def __init__(self, caps: Sequence[Arm], c: float = 0.2, *, horizon: int = 8, ladder: bool = True,
                  verify_cost: Callable[[int], float] | None = None, bar: str = "plain", switching: bool = False,
-                 refresh: int = 32) -> None:
+                 refresh: int = 32, fresh_bar: bool = True) -> None:
         self.caps = [tuple(int(v) for v in x) if isinstance(x, tuple) else int(x) for x in caps]
         if not self.caps or len(set(self.caps)) != len(self.caps) or min(_cap(x) for x in self.caps) < 0:
             raise SettingsError(f"caps must be distinct draft-token counts >= 0 (or distinct (drafter, cap) pairs), "
@@ -139,7 +145,8 @@ class GoodputBandit:
         self.accepted = [0.0] * len(self.caps)  # draft tokens accepted a row
         self.draft_s = [0.0] * len(self.caps)  # drafting seconds
         self.retired: frozenset[int] = frozenset()  # drafters no longer drafting (:meth:`retire`)
-        self.refresh = int(refresh)
+        self.refresh, self.fresh_bar = int(refresh), bool(fresh_bar)
+        self._owed = 0  # the refresh's plain pulls still to make
         self.clock = 0  # steps taken (:meth:`update` calls)
         self.last = [0] * len(self.caps)  # the clock at each arm's last pull
 
@@ -238,6 +245,8 @@ class GoodputBandit:
         1.58x and 1.06x (``docs/data/batch_search_seed_b4_as_before.json``, ``..._b8_as_before.json``)."""
         plain = next((a for a, x in enumerate(self.caps) if _cap(x) == 0 and self.counts[a]), None)
         if self.refresh and plain is not None and self.clock - self.last[plain] >= self.refresh:
+            self._owed = 2 if self.fresh_bar else 1
+        if self._owed and plain is not None:
             return self.caps[plain]  # the bar, measured again (module docstring)
         tried = [self._value(a) for a, n in enumerate(self.counts) if n]
         scale = max(tried) if tried and max(tried) > 0 else 1.0
@@ -260,7 +269,9 @@ class GoodputBandit:
         arm = self.caps.index(tuple(int(v) for v in cap) if isinstance(cap, tuple) else int(cap))
         keep = 1.0 - 1.0 / self.horizon if self.horizon else 1.0  # the arm's earlier pulls, discounted
         if self.refresh and _cap(self.caps[arm]) == 0:  # the bar: aged by the steps since its last pull (docstring)
-            keep *= (1.0 - 1.0 / self.refresh) ** (self.clock - self.last[arm])
+            rate = 1.0 / self.horizon if self.fresh_bar and self.horizon else 1.0 / self.refresh
+            keep *= (1.0 - rate) ** (self.clock - self.last[arm])
+            self._owed = max(self._owed - 1, 0)
         self.clock += 1
         self.last[arm] = self.clock
         self.counts[arm] += 1
@@ -274,15 +285,17 @@ class GoodputBandit:
         """A new bandit over the same arms that starts from this one's values, each counted as one pull of one
         second (and its screen's statistics as one step): what :meth:`~leap.core.decoding.batch.BatchDecoder.policy`
         gives a batch with a new number of rows, so that the exploration of many arms (a drafter search) is paid once
-        per run, not once per row count; ``verify_cost`` is the new row count's."""
+        per run, not once per row count; ``verify_cost`` is the new row count's. Each arm keeps its age (the steps
+        since its last pull), so a bar measured long ago is measured again on time, not ``refresh`` steps later."""
         other = GoodputBandit(self.caps, self.c, horizon=self.horizon, ladder=self.ladder, verify_cost=verify_cost,
-                              bar=self.bar, switching=self.switching, refresh=self.refresh)
+                              bar=self.bar, switching=self.switching, refresh=self.refresh, fresh_bar=self.fresh_bar)
         for arm, n in enumerate(self.counts):
+            other.last[arm] = self.last[arm] - self.clock  # its age (<= 0 on the new clock)
             if n:
                 other.counts[arm], other.tokens[arm], other.seconds[arm] = 1, self._value(arm), 1.0
                 w = max(self.steps[arm], 1e-9)
                 other.steps[arm], other.accepted[arm], other.draft_s[arm] = 1.0, self.accepted[arm] / w, self.draft_s[arm] / w
-        other.retired = self.retired
+        other.retired, other._owed = self.retired, self._owed
         return other
 
     def pays(self) -> bool:

@@ -330,3 +330,47 @@ def test_a_refreshed_bandit_still_settles_on_the_arm_that_pays_pulling_plain_onc
         bandit.update(arm, committed={0: 10, 4: 15}[arm], seconds=1.0)
     late = pulls[-160:]
     assert 4 <= late.count(0) <= 8  # about one plain step in 32: the bar's price, no more
+
+
+def test_a_refresh_measures_the_bar_afresh_so_a_slow_stretchs_pulls_do_not_outweigh_it():
+    """A slow stretch's eight plain pulls (5 tokens a second) against the machine's speed a refresh later (10): the
+    refresh pulls plain twice and what it measures is the bar (within 10%), so the drafting arm (8) is left. Red when
+    the refresh pulls once or ages the stretch by ``1 - 1/refresh`` a step (``fresh_bar=False``: the bar 6.4, the
+    drafting arm kept), or when the stretch is not aged at all."""
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    def after_stretch(fresh_bar):
+        bandit = GoodputBandit((0, 4), refresh=32, fresh_bar=fresh_bar)
+        for _ in range(8):
+            bandit.update(0, committed=5, seconds=1.0)
+        for _ in range(32):
+            bandit.update(4, committed=8, seconds=1.0)
+        refresh = [bandit.choose() for _ in range(1)]
+        bandit.update(refresh[0], committed={0: 10, 4: 8}[refresh[0]], seconds=1.0)
+        refresh.append(bandit.choose())
+        bandit.update(refresh[1], committed={0: 10, 4: 8}[refresh[1]], seconds=1.0)
+        return refresh, bandit.means()[0], bandit.choose()
+
+    refresh, bar, then = after_stretch(True)
+    assert refresh == [0, 0] and bar > 9.0 and then == 0
+    refresh, bar, then = after_stretch(False)
+    assert refresh == [0, 4] and bar < 7.0 and then == 4
+
+
+def test_a_seeded_bandit_keeps_each_arms_age_so_its_bar_is_refreshed_on_time():
+    """A bandit for a new row count starts from the closest one's values; its plain arm, last pulled 30 steps ago,
+    is due again two steps later, not ``refresh`` steps after the seeding (at B = 8 a row count lasts about 30 steps, so
+    a bar that restarted its age at each one was never measured again within a batch). Red when the age is dropped."""
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    bandit = GoodputBandit((0, 4), refresh=32)
+    bandit.update(0, committed=5, seconds=1.0)
+    for _ in range(30):
+        bandit.update(4, committed=8, seconds=1.0)
+    seeded = bandit.seeded()
+    pulls = []
+    for _ in range(4):
+        arm = seeded.choose()
+        pulls.append(arm)
+        seeded.update(arm, committed={0: 5, 4: 8}[arm], seconds=1.0)
+    assert pulls == [4, 4, 0, 0]
