@@ -25,13 +25,17 @@ last pulled while the machine was loaded kept its slow value for the rest of the
 steps took 246 ms a step in a loaded batch against 93-114 ms in the others, and in the last batch the search drafted
 on 100 of 101 steps with ``prompt-lookup``, whose steps ran at 0.8 of plain decoding's goodput, valued at 1.0 to 1.95
 times the stale plain (``experiments/2026-11-28-stale-bar``). So the plain arm is pulled again once the bandit
-has taken ``refresh`` steps since its last pull, twice in a row, and its statistics age with the steps taken since
-(discounted by ``1 - 1/horizon`` a step, as Garivier & Moulines' discounted UCB discounts every arm at every step):
-what plain measured long ago, under another load, gives way to what its next pulls measure. Aged by only
-``1 - 1/refresh`` a step and pulled once, the eight pulls of a slow stretch still outweighed a fresh one 2.6 to 1 a
-refresh later: on the AMD EPYC at B = 8 plain steps ran 50-65 ms late in a batch against 35-39 ms elsewhere, and the
-bar stood 1.1 to 2.0 times plain's true step for the next six batches while ``stand`` drafted at 1.4 times plain's
-cost for 1.1 tokens a row (``docs/data/regret-amd-ed9ae76/b8-t0``; ``fresh_bar=False`` is that ablation). A bandit
+has taken ``refresh`` steps since its last pull, and its statistics age with the steps taken since (discounted by
+``1 - 1/refresh`` a step, as Garivier & Moulines' discounted UCB discounts every arm at every step): what plain
+measured long ago, under another load, gives way to what its next pulls measure. **A bar robust to a stray step**
+(``fresh_bar``): a plain step does the same work every time, yet a few in a thousand take two to five times its
+usual seconds, for every method alike (4 of ``ar``'s 1272 at B = 8 below: the machine's, not the arm's); discounted per
+pull, the last few pulls carried them into the bar: at B = 8 on the AMD EPYC the search's first batch ended on plain steps of 154, 39 and 167 ms among
+34-35 ms ones, and the bar stood 1.7 times plain's true step for the next two batches while ``stand`` drafted at
+1.4 times its cost (``docs/data/regret-amd-38fe383/b8-t0``); eight pulls of a slow stretch likewise outweighed a
+refresh's one fresh pull 2.6 to 1 (``docs/data/regret-amd-ed9ae76/b8-t0``). So plain's goodput is the mean of its last
+five pulls' tokens over the median of their seconds, and a refresh pulls it three times in a row: the median then lies
+within the fresh pulls' range. ``fresh_bar=False`` is the ablation (discounted sums, one pull). A bandit
 seeded for a new row count (:meth:`GoodputBandit.seeded`) inherits each arm's age. The drafting arms keep their own
 discount (per pull), so that a rarely pulled arm is not judged by its last step alone; ageing them too measured level
 with it at B = 4 and T = 1 (both 0.99 of plain decoding, 0.95 with ``refresh`` off, each interval about 0.13 wide on
@@ -59,6 +63,7 @@ Who calls what: :class:`leap.core.decoding.batch.BatchDecoder` calls :meth:`choo
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
 
 from leap.core.errors import SettingsError
@@ -116,10 +121,15 @@ class GoodputBandit:
             has measured so far, or ``"plain"``, plain decoding's (the default).
         switching: with several drafters, mid-batch only the drafters already begun explore (:meth:`choose`); off.
         refresh: the plain arm is pulled again once the bandit has taken ``refresh`` steps since its last pull, and
-            its statistics age for each step taken since (module docstring: a bar measured now); 0: off (the ablation).
-        fresh_bar: a refresh pulls plain twice and ages its statistics by ``1 - 1/horizon`` a step (a window of
-            ~``horizon`` steps of the batch's time); False: once, aged by ``1 - 1/refresh`` a step (the ablation).
+            its statistics age by ``1 - 1/refresh`` for each step taken since (module docstring: a bar measured now);
+            0: off (the ablation).
+        fresh_bar: plain's goodput is the mean of its last :attr:`BAR_PULLS` pulls' tokens over the median of their
+            seconds, and a refresh pulls it :attr:`REFRESH_PULLS` times (module docstring: a bar robust to a stray
+            step); False: its discounted sums, one pull (the ablation).
     """
+
+    BAR_PULLS = 5  #: the plain pulls whose median seconds are the bar (``fresh_bar``)
+    REFRESH_PULLS = 3  #: plain pulls a refresh makes in a row (``fresh_bar``; one without)
 
     def __init__(self, caps: Sequence[Arm], c: float = 0.2, *, horizon: int = 8, ladder: bool = True,
                  verify_cost: Callable[[int], float] | None = None, bar: str = "plain", switching: bool = False,
@@ -147,10 +157,14 @@ class GoodputBandit:
         self.retired: frozenset[int] = frozenset()  # drafters no longer drafting (:meth:`retire`)
         self.refresh, self.fresh_bar = int(refresh), bool(fresh_bar)
         self._owed = 0  # the refresh's plain pulls still to make
+        self.recent: list[tuple[float, float]] = []  # plain's last BAR_PULLS pulls: (tokens, seconds)
         self.clock = 0  # steps taken (:meth:`update` calls)
         self.last = [0] * len(self.caps)  # the clock at each arm's last pull
 
     def _value(self, arm: int) -> float:
+        if self.fresh_bar and self.recent and _cap(self.caps[arm]) == 0:  # the bar (module docstring)
+            tokens, seconds = zip(*self.recent)
+            return sum(tokens) / len(tokens) / max(statistics.median(seconds), 1e-9)
         return self.tokens[arm] / max(self.seconds[arm], 1e-9)
 
     def _shorter(self, arm: int) -> int | None:
@@ -245,7 +259,7 @@ class GoodputBandit:
         1.58x and 1.06x (``docs/data/batch_search_seed_b4_as_before.json``, ``..._b8_as_before.json``)."""
         plain = next((a for a, x in enumerate(self.caps) if _cap(x) == 0 and self.counts[a]), None)
         if self.refresh and plain is not None and self.clock - self.last[plain] >= self.refresh:
-            self._owed = 2 if self.fresh_bar else 1
+            self._owed = self.REFRESH_PULLS if self.fresh_bar else 1
         if self._owed and plain is not None:
             return self.caps[plain]  # the bar, measured again (module docstring)
         tried = [self._value(a) for a, n in enumerate(self.counts) if n]
@@ -269,9 +283,10 @@ class GoodputBandit:
         arm = self.caps.index(tuple(int(v) for v in cap) if isinstance(cap, tuple) else int(cap))
         keep = 1.0 - 1.0 / self.horizon if self.horizon else 1.0  # the arm's earlier pulls, discounted
         if self.refresh and _cap(self.caps[arm]) == 0:  # the bar: aged by the steps since its last pull (docstring)
-            rate = 1.0 / self.horizon if self.fresh_bar and self.horizon else 1.0 / self.refresh
-            keep *= (1.0 - rate) ** (self.clock - self.last[arm])
+            keep *= (1.0 - 1.0 / self.refresh) ** (self.clock - self.last[arm])
             self._owed = max(self._owed - 1, 0)
+        if _cap(self.caps[arm]) == 0:
+            self.recent = [*self.recent, (float(committed), max(float(seconds), 1e-9))][-self.BAR_PULLS:]
         self.clock += 1
         self.last[arm] = self.clock
         self.counts[arm] += 1
@@ -295,7 +310,7 @@ class GoodputBandit:
                 other.counts[arm], other.tokens[arm], other.seconds[arm] = 1, self._value(arm), 1.0
                 w = max(self.steps[arm], 1e-9)
                 other.steps[arm], other.accepted[arm], other.draft_s[arm] = 1.0, self.accepted[arm] / w, self.draft_s[arm] / w
-        other.retired, other._owed = self.retired, self._owed
+        other.retired, other._owed, other.recent = self.retired, self._owed, list(self.recent)
         return other
 
     def pays(self) -> bool:
