@@ -114,14 +114,14 @@ class BenchMethod:
 
 def batch_result(out: Any, labels: Sequence[str] = (), decoder: Any = None) -> MethodResult:
     """A :class:`leap.core.decoding.batch.BatchOutcome` as one record's result; ``labels`` name the decoder's drafters
-    where it holds several (``batch_drafters``: each step's). Every step's rows, tokens, seconds and progress
+    where it holds several (``batch_drafters``: each step's). Every step's rows, tokens, seconds, progress and worth
     (``batch_step_*``); with the :class:`~leap.core.decoding.batch.BatchDecoder`, its all-in tally's plain rate per row
     count (``batch_plain_rate``) and the tally after the batch (``batch_tally``): why its budget ran, its kin went."""
     rows = out.rows
     extra = {"row_token_ids": [r.token_ids for r in rows], "row_new_tokens": [len(r.token_ids) for r in rows],
              "row_latency_s": [r.latency_s for r in rows], "batch_caps": out.caps,
              "batch_step_rows": out.step_rows, "batch_step_committed": out.step_committed,
-             "batch_step_s": out.step_s, "batch_step_progress": out.step_progress}
+             "batch_step_s": out.step_s, "batch_step_progress": out.step_progress, "batch_step_worth": out.step_worth}
     if len(labels) > 1:
         extra["batch_drafters"] = [labels[i] if cap else "plain" for i, cap in zip(out.drafters, out.caps)]
     if decoder is not None:

@@ -178,7 +178,7 @@ def _batch_drafting_at(search, ratio, rows=3):
     plain = search.decoder.policy(rows).means()[(0, 0)]  # tokens a row per second
     committed = 2 * rows
     return BatchOutcome([], 2, 0.0, 0.0, [2, 0], [0, 0], [rows, rows], [committed, rows],
-                        [ratio * committed / rows / plain, 3600.0])
+                        [ratio * committed / rows / plain, 3600.0], [1, 1], [committed / rows, 1.0])
 
 
 def test_drafters_left_out_on_the_priors_word_join_once_drafting_has_not_paid(tiny_llama, tmp_path):

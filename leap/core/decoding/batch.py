@@ -101,9 +101,9 @@ class BatchDecoder:
         judge_all_in: the bandit's word that something pays is not taken while the drafters not retired have lost,
             every cost counted (:attr:`tally`), to plain decoding; the loss budget then counts a switch's catching up
             too (:mod:`leap.core.policies.loss_budget`). False: the bandit's word alone.
-        reward: what a step gives, for the bandit, the budget and the tally: ``"mean"``, the tokens it committed a
-            row, or ``"progress"``, how far it moved the batch's laggard (:attr:`BatchSession.progress
-            <leap.core.decoding.batch_session.BatchSession.progress>`): a batch ends with its last row.
+        reward: what a step is worth to the bandit, the budget and the tally (:attr:`BatchSession.worth
+            <leap.core.decoding.batch_session.BatchSession.worth>`): ``"mean"``, its tokens a row, ``"progress"``, how
+            far it moved the batch's laggard, or ``"slowest"``, its tokens a row scaled to the slowest row's rate.
         compact_min, compact_share: pack the rows' valid slots to the front once more than ``max(compact_min,
             compact_share * slots)`` slots are holes (attention over holes costs time; packing costs a copy of the
             cache); ``0, 0`` packs after every step that leaves a hole.
@@ -180,10 +180,10 @@ class BatchDecoder:
         self.budget = LossBudget(loss_budget) if loss_budget is not None else None
         #: the run's drafting steps, every cost counted, against plain steps for their tokens (one a decoder)
         self.tally, self.judge_all_in, self.fresh_bar = DraftingTally(), bool(judge_all_in), bool(fresh_bar)
-        if reward not in ("mean", "progress"):
-            raise SettingsError(f"reward is mean (tokens a row) or progress (the laggard's tokens), got {reward!r}")
-        self.reward = reward
-        self.bar = "best" if screen == "best" else "plain"  # the screen's bar (GoodputBandit's)
+        if reward not in ("mean", "progress", "slowest"):
+            raise SettingsError(f"reward is mean (tokens a row), progress (the laggard's tokens) or slowest (tokens "
+                                f"a row scaled to the slowest row's rate), got {reward!r}")
+        self.reward, self.bar = reward, "best" if screen == "best" else "plain"  # the screen's bar (GoodputBandit's)
         if first_step_setup not in (True, False, "switch"):
             raise SettingsError(f"first_step_setup is true, false or switch, got {first_step_setup!r}")
         self.switching, self.first_step_setup, self.refresh = bool(switching), first_step_setup, int(refresh)
@@ -378,7 +378,7 @@ class BatchDecoder:
             drafted |= {drafter} if cap else set()
             previous = drafter if cap else None
             # goodput (``reward``) over the seconds without the drafter's rows begun (paid once a batch), budget too
-            gain = session.progress if self.reward == "progress" else committed / rows
+            gain = session.worth
             if not setup:
                 policy.update(arm, gain, seconds - session.begin_s, accepted=session.accepted / rows,
                               draft_s=session.draft_s)
@@ -388,7 +388,7 @@ class BatchDecoder:
         if budget is not None:
             budget.end()
         out = session.outcome()
-        self.tally.add(out, self.plain_rate, progress=self.reward == "progress")
+        self.tally.add(out, self.plain_rate)  # each step at its worth (``reward``)
         return out
 
     def plain_rate(self, rows: int) -> float | None:

@@ -29,7 +29,12 @@ __all__ = ["BatchSession"]
 
 class BatchSession:
     """B prompts decoded together, one step per :meth:`step` (see the module docstring); ``decoder`` is the
-    :class:`~leap.core.decoding.batch.BatchDecoder` that made it (its model, stack, drafters and packing settings)."""
+    :class:`~leap.core.decoding.batch.BatchDecoder` that made it (its model, stack, drafters, packing settings and
+    ``reward``: what :attr:`worth` says a step was worth)."""
+
+    #: pseudo-steps at a drafter's mean rate each row's own rate is shrunk with (:meth:`slowest_share`): a row's
+    #: first steps say little (at T = 1 the rows' rates under one drafter spread by chance over a few steps)
+    SLOWEST_PRIOR_STEPS = 8
 
     def __init__(self, decoder: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: int = 128,
                  temperature: float = 0.0, top_p: float = 1.0, seed: int = 0) -> None:
@@ -67,8 +72,9 @@ class BatchSession:
         self.prefill_s = time.perf_counter() - self.t0
         self.active = list(range(self.batch_size))  # request index of each batch row still decoding
         self.caps: list[int] = []  # the cap of every step taken
-        #: every step's rows, tokens committed, seconds and progress (:attr:`progress`; :meth:`outcome`)
-        self.steps: list[tuple[int, int, float, int]] = []
+        #: every step's rows, tokens committed, seconds, progress and worth (:attr:`progress`, :attr:`worth`;
+        #: :meth:`outcome`)
+        self.steps: list[tuple[int, int, float, int, float]] = []
         #: the last step's progress: how far it moved the batch's laggard, the fewest tokens any of its rows had
         #: committed (the rows it stepped, before and after it). A batch without refills ends with its last row, so
         #: tokens a step gives rows ahead of the laggard do not shorten it: a copying drafter that commits nine
@@ -76,6 +82,12 @@ class BatchSession:
         #: step does (measured at B = 8: 1.5 tokens a row a drafting step, 1.0 to 1.1 in its worst row;
         #: ``experiments/2026-11-29-all-in-in-play``). What :class:`BatchDecoder`'s ``reward="progress"`` rewards
         self.progress = 0
+        #: what the last step was worth to the decoder's bandit, budget and tally, by its ``reward``: tokens a row
+        #: (``"mean"``), :attr:`progress`, or tokens a row times :meth:`slowest_share` for a drafting step
+        #: (``"slowest"``); a plain step's is one a row either way
+        self.worth = 0.0
+        #: per drafter, per request: the tokens its drafting steps committed to the row and how many there were
+        self.row_rates: dict[int, dict[int, list[int]]] = {}
         self.drafter_choices: list[int] = []  # the drafter (index in the decoder's list) of every step taken
         #: seconds the last :meth:`step` spent making and beginning a drafter's rows (its first step with that
         #: drafter in this batch): part of the step's wall time, paid once per batch, so a cap policy rewards the
@@ -93,6 +105,23 @@ class BatchSession:
             if all(held is not None for held in self.drafter_sets):
                 self._begin = None  # every drafter begun: the rows' prefill caches are not held any longer
         return self.drafter_sets[which]
+
+    def slowest_share(self, drafter: int, prior_steps: float) -> float:
+        """How the slowest row still decoding fares under ``drafter`` against its rows' mean, in this batch: each
+        active row's tokens a drafting step of ``drafter`` (shrunk toward the mean of every row it drafted by
+        ``prior_steps`` pseudo-steps at that mean, so that a row's few steps do not decide) over that mean, the least
+        of them, at most 1 (1: not drafted yet). A batch without refills ends with its last row: a copying drafter
+        that runs some rows ahead and leaves the others at a token a step does not bring that end closer
+        (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``reward="slowest"``)."""
+        rates = self.row_rates.get(drafter, {})
+        steps = sum(n for _, n in rates.values())
+        if not steps:
+            return 1.0
+        mean = sum(t for t, _ in rates.values()) / steps
+        active = [rates[r] for r in self.active if r in rates]
+        if not active or mean <= 0:
+            return 1.0
+        return min(1.0, min((t + prior_steps * mean) / (n + prior_steps) for t, n in active) / mean)
 
     @property
     def done(self) -> bool:
@@ -187,9 +216,18 @@ class BatchSession:
             committed = self._step(cap)
         seconds = time.perf_counter() - t_step
         self.progress = min(len(self.rows[r].token_ids) for r in stepped) - laggard
+        if cap:
+            rates = self.row_rates.setdefault(drafter, {})
+            for r in stepped:
+                mine = rates.setdefault(r, [0, 0])
+                mine[0] += self.rows[r].accepted_lengths[-1]
+                mine[1] += 1
+        reward = self.decoder.reward
+        self.worth = (self.progress if reward == "progress" else committed / rows * (
+            self.slowest_share(drafter, self.SLOWEST_PRIOR_STEPS) if reward == "slowest" and cap else 1.0))
         self.caps.append(cap)
         self.drafter_choices.append(drafter)
-        self.steps.append((rows, committed, seconds, self.progress))
+        self.steps.append((rows, committed, seconds, self.progress, self.worth))
         return committed, seconds
 
     def _step(self, cap: int) -> int:
@@ -260,6 +298,6 @@ class BatchSession:
 
     def outcome(self) -> BatchOutcome:
         total = time.perf_counter() - self.t0
-        rows, committed, seconds, progress = (list(c) for c in zip(*self.steps)) if self.steps else ([], [], [], [])
+        columns = [list(c) for c in zip(*self.steps)] if self.steps else [[] for _ in range(5)]
         return BatchOutcome(self.rows, len(self.caps), self.prefill_s, total - self.prefill_s, list(self.caps),
-                            list(self.drafter_choices), rows, committed, seconds, progress)
+                            list(self.drafter_choices), *columns)

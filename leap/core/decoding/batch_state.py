@@ -47,6 +47,8 @@ class BatchOutcome:
     step_committed: list[int] = field(default_factory=list)
     step_s: list[float] = field(default_factory=list)
     step_progress: list[int] = field(default_factory=list)  #: how far each step moved the batch's laggard
+    #: what each step was worth to the decoder's bandit, budget and tally (its ``reward``: ``BatchSession.worth``)
+    step_worth: list[float] = field(default_factory=list)
 
     @property
     def new_tokens(self) -> int:

@@ -45,15 +45,14 @@ class DraftingTally:
         #: the same two per drafter (its index in the decoder's list)
         self.by_drafter: dict[int, list[float]] = {}
 
-    def add(self, outcome, plain_rate: Callable[[int], float | None], progress: bool = False) -> None:
+    def add(self, outcome, plain_rate: Callable[[int], float | None]) -> None:
         """Add a batch's drafting steps (a :class:`~leap.core.decoding.batch_state.BatchOutcome`'s ``caps``,
-        ``drafters``, ``step_rows``, ``step_committed``, ``step_s`` and ``step_progress``); ``plain_rate(rows)``: a
-        plain step's tokens a row a second at that many rows (None where not measured: the step is left out). A step
-        is worth its tokens a row, or with ``progress`` how far it moved the batch's laggard (a plain step: one)."""
-        tokens = outcome.step_progress if progress else [c / n for c, n in zip(outcome.step_committed,
-                                                                               outcome.step_rows)]
+        ``drafters``, ``step_rows``, ``step_s`` and ``step_worth``); ``plain_rate(rows)``: a plain step's tokens a row
+        a second at that many rows (None where not measured: the step is left out). A step is worth what the decoder's
+        ``reward`` said (its tokens a row, the laggard's progress, or its tokens a row scaled to the slowest row's
+        rate; a plain step: one)."""
         for cap, drafter, rows, seconds, worth in zip(outcome.caps, outcome.drafters, outcome.step_rows,
-                                                      outcome.step_s, tokens):
+                                                      outcome.step_s, outcome.step_worth):
             rate = plain_rate(rows) if cap else None
             if rate:
                 gain = worth / rate

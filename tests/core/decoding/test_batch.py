@@ -272,6 +272,67 @@ def test_a_steps_progress_is_how_far_it_moved_the_batchs_laggard(tiny_llama, mon
         assert decoder.tally.plain_s == pytest.approx(plain_s) and plain_s > 0
 
 
+def _slowest_worth(out, prior):
+    """Each step's worth under ``reward="slowest"``, recomputed from the rows' own per-step tokens: a drafting step's
+    tokens a row times the least of the still-decoding rows' rates under its drafter so far (each shrunk toward that
+    drafter's mean over its rows by ``prior`` pseudo-steps), over that mean, at most 1."""
+    per_row = [r.accepted_lengths for r in out.rows]
+    seen: dict[int, dict[int, list[int]]] = {}
+    worth = []
+    for t, (cap, drafter, n, c) in enumerate(zip(out.caps, out.drafters, out.step_rows, out.step_committed)):
+        share = 1.0
+        if cap:
+            mine = seen.setdefault(drafter, {})
+            for r, steps in enumerate(per_row):
+                if len(steps) > t:
+                    mine.setdefault(r, [0, 0])
+                    mine[r][0] += steps[t]
+                    mine[r][1] += 1
+            mean = sum(v[0] for v in mine.values()) / sum(v[1] for v in mine.values())
+            still = [mine[r] for r, steps in enumerate(per_row) if len(steps) > t + 1]
+            if still:
+                share = min(1.0, min((k + prior * mean) / (m + prior) for k, m in still) / mean)
+        worth.append(c / n * share)
+    return worth
+
+
+def test_a_drafting_step_is_worth_as_much_as_the_slowest_row_gains(tiny_llama, monkeypatch):
+    """``reward="slowest"``: a batch without refills ends with its last row, so a drafter right in one row of three
+    (that row runs ahead, the others commit one token a step) is worth ever less than its tokens a row as its steps
+    show the others do not gain, towards one token a row; where every row gains alike it is worth its tokens a row.
+    The bandit, the tally and the record's ``step_worth`` read the same numbers (recomputed from the rows' own
+    tokens). Red when the rows' rates are not shrunk, finished rows count, or the share is the mean's."""
+    from leap.core.decoding.batch_session import BatchSession
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    batch, max_new = [[5, 9, 14, 7], [6, 6, 8, 11, 6], [7, 3, 9]], 24
+    alone = [_alone(tiny_llama, p, max_new).token_ids for p in batch]
+    _OneRowOracle.reference = {tuple(batch[0]): alone[0] + [0] * 20}
+    update, seen = GoodputBandit.update, []
+    monkeypatch.setattr(GoodputBandit, "update", lambda self, arm, gain, seconds, **kw: (
+        seen.append(gain), update(self, arm, gain, seconds, **kw))[1])
+    decoder = BatchDecoder(tiny_llama, _OneRowOracle, num_tokens=4, reward="slowest")
+    out = decoder.generate(batch, max_new_tokens=max_new)
+    assert [r.token_ids for r in out.rows] == alone
+    expected = _slowest_worth(out, BatchSession.SLOWEST_PRIOR_STEPS)
+    assert out.step_worth == pytest.approx(expected)
+    ahead = [t for t, (c, n) in enumerate(zip(out.step_committed, out.step_rows)) if c > n and n > 1]
+    assert len(ahead) >= 3 and all(out.step_worth[t] < out.step_committed[t] / out.step_rows[t] for t in ahead)
+    assert out.step_worth[ahead[-1]] / (out.step_committed[ahead[-1]] / out.step_rows[ahead[-1]]) < \
+        out.step_worth[ahead[0]] / (out.step_committed[ahead[0]] / out.step_rows[ahead[0]])  # ever less
+    auto = BatchDecoder(tiny_llama, _OneRowOracle, num_tokens="auto", caps=(0, 4), reward="slowest", screen=False)
+    out = auto.generate(batch, max_new_tokens=max_new)
+    assert seen == pytest.approx(out.step_worth) and out.step_worth == pytest.approx(
+        _slowest_worth(out, BatchSession.SLOWEST_PRIOR_STEPS))
+    rates = {n: auto.plain_rate(n) for n in set(out.step_rows)}
+    assert auto.tally.plain_s == pytest.approx(sum(w / rates[n] for cap, n, w in zip(
+        out.caps, out.step_rows, out.step_worth) if cap and rates[n]))
+    _NearOracle.reference = {tuple(p): a + [0] * 20 for p, a in zip(batch, alone)}  # every row alike: its mean
+    same = [[5, 9, 14, 7]] * 3
+    out = BatchDecoder(tiny_llama, _NearOracle, num_tokens=4, reward="slowest").generate(same, max_new_tokens=max_new)
+    assert out.step_worth == pytest.approx([c / n for c, n in zip(out.step_committed, out.step_rows)])
+
+
 class _SlowWrong(_Wrong):
     """Never accepted, and ``delay`` (20 ms) a draft: a drafted step always costs more than a plain one for the same
     tokens."""

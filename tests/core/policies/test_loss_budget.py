@@ -15,12 +15,14 @@ from hypothesis import strategies as st
 from leap.core.policies.loss_budget import DraftingTally, LossBudget
 
 
-def _outcome(steps):
-    """A batch's step record: ``steps`` is ``(cap, drafter, rows, committed, seconds)`` per step; its progress (the
-    laggard's tokens) a made-up number of its own, so that reading it for the mean, or the mean for it, shows."""
+def _outcome(steps, laggard=False):
+    """A batch's step record: ``steps`` is ``(cap, drafter, rows, committed, seconds)`` per step; each step worth its
+    tokens a row, or with ``laggard`` a made-up number of its own (as the laggard's progress is), so that reading the
+    tokens for the worth shows."""
     caps, drafters, rows, committed, seconds = (list(c) for c in zip(*steps)) if steps else ([], [], [], [], [])
+    worth = [1 + c % 3 for c in committed] if laggard else [c / n for c, n in zip(committed, rows)]
     return SimpleNamespace(caps=caps, drafters=drafters, step_rows=rows, step_committed=committed, step_s=seconds,
-                           step_progress=[1 + c % 3 for c in committed])
+                           step_worth=worth)
 
 
 _steps = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 2), st.integers(1, 8), st.integers(1, 40),
@@ -45,9 +47,9 @@ def test_the_tally_adds_up_every_drafting_step_of_every_batch_and_no_plain_one(b
         mine = [s for s in drafting if s[1] == drafter]
         expected = sum(s[3] / s[2] / rate for s in mine) / sum(s[4] for s in mine) if mine else None
         assert tally.speedup(drafter) == (pytest.approx(expected) if mine else None)
-    laggard = DraftingTally()  # worth the laggard's progress instead of the tokens a row
+    laggard = DraftingTally()  # each step at its worth (here not its tokens a row: the laggard's progress)
     for steps in batches:
-        laggard.add(_outcome(steps), lambda rows: rate, progress=True)
+        laggard.add(_outcome(steps, laggard=True), lambda rows: rate)
     assert laggard.seconds == pytest.approx(tally.seconds)
     assert laggard.plain_s == pytest.approx(sum((1 + s[3] % 3) / rate for s in drafting))
     for among in ({0}, {1, 2}, {0, 1, 2}, set()):  # the drafters in play's steps alone
