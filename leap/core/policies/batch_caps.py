@@ -28,18 +28,19 @@ times the stale plain (``experiments/2026-11-28-stale-bar``). So the plain arm i
 has taken ``refresh`` steps since its last pull, and its statistics age with the steps taken since (discounted by
 ``1 - 1/refresh`` a step, as Garivier & Moulines' discounted UCB discounts every arm at every step): what plain
 measured long ago, under another load, gives way to what its next pulls measure. **A bar robust to a stray step**
-(``fresh_bar``): a plain step does the same work every time, yet a few in a thousand take two to five times its
-usual seconds, for every method alike (4 of ``ar``'s 1272 at B = 8 below: the machine's, not the arm's); discounted per
-pull, the last few pulls carried them into the bar: at B = 8 on the AMD EPYC the search's first batch ended on plain steps of 154, 39 and 167 ms among
-34-35 ms ones, and the bar stood 1.7 times plain's true step for the next two batches while ``stand`` drafted at
-1.4 times its cost (``docs/data/regret-amd-38fe383/b8-t0``); eight pulls of a slow stretch likewise outweighed a
-refresh's one fresh pull 2.6 to 1 (``docs/data/regret-amd-ed9ae76/b8-t0``). So plain's goodput is the mean of its last
-five pulls' tokens over the median of their seconds, and a refresh pulls it three times in a row: the median then lies
-within the fresh pulls' range. ``fresh_bar=False`` is the ablation (discounted sums, one pull). A bandit
-seeded for a new row count (:meth:`GoodputBandit.seeded`) inherits each arm's age. The drafting arms keep their own
-discount (per pull), so that a rarely pulled arm is not judged by its last step alone; ageing them too measured level
-with it at B = 4 and T = 1 (both 0.99 of plain decoding, 0.95 with ``refresh`` off, each interval about 0.13 wide on
-that loaded host: the same experiment), so that choice rests on the variance argument, not on a measurement.
+(``fresh_bar``): a plain step does the same work every time, yet a few in a thousand take two to five times its usual
+seconds, for every method alike (4 of ``ar``'s 1272 at B = 8 below: the machine's, not the arm's); discounted per pull,
+the last few pulls carried them into the bar: at B = 8 on the AMD EPYC the search's first batch ended on plain steps of
+154, 39 and 167 ms among 34-35 ms ones, and the bar stood 1.7 times plain's true step for the next two batches while
+``stand`` drafted at 1.4 times its cost (``docs/data/regret-amd-38fe383/b8-t0``); eight pulls of a slow stretch likewise
+outweighed a refresh's one fresh pull 2.6 to 1 (``docs/data/regret-amd-ed9ae76/b8-t0``). So plain's goodput is the mean
+of its last five pulls' tokens over the median of their seconds, and a refresh pulls it three times in a row: the median
+then lies within the fresh pulls' range. ``fresh_bar=False`` is the ablation (discounted sums, one pull). A bandit
+seeded for a new row count (:meth:`GoodputBandit.seeded`) inherits each arm's age and plain's last pulls. The drafting
+arms keep their own discount (per pull), so that a rarely pulled arm is not judged by its last step alone; ageing them
+too measured level with it at B = 4 and T = 1 (both 0.99 of plain decoding, 0.95 with ``refresh`` off, each interval
+about 0.13 wide on that loaded host: the same experiment), so that choice rests on the variance argument, not on a
+measurement.
 
 **A cost-model screen** (with ``verify_cost``, issue 34's "a trial is first screened by the calibrated cost model
 with the acceptance measured so far", at batch level): once one of a drafter's caps has been pulled, each of its
