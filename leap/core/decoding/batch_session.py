@@ -87,6 +87,7 @@ class BatchSession:
         #: (``"slowest"``); a plain step's is one a row either way
         self.worth = 0.0
         #: per drafter, per request: the tokens its drafting steps committed to the row and how many there were
+        #: (kept with ``reward="slowest"`` alone: nothing else reads them)
         self.row_rates: dict[int, dict[int, list[int]]] = {}
         self.drafter_choices: list[int] = []  # the drafter (index in the decoder's list) of every step taken
         #: seconds the last :meth:`step` spent making and beginning a drafter's rows (its first step with that
@@ -216,13 +217,13 @@ class BatchSession:
             committed = self._step(cap)
         seconds = time.perf_counter() - t_step
         self.progress = min(len(self.rows[r].token_ids) for r in stepped) - laggard
-        if cap:
+        reward = self.decoder.reward
+        if cap and reward == "slowest":  # the rows' rates under the drafter, what slowest_share reads
             rates = self.row_rates.setdefault(drafter, {})
             for r in stepped:
                 mine = rates.setdefault(r, [0, 0])
                 mine[0] += self.rows[r].accepted_lengths[-1]
                 mine[1] += 1
-        reward = self.decoder.reward
         self.worth = (self.progress if reward == "progress" else committed / rows * (
             self.slowest_share(drafter, self.SLOWEST_PRIOR_STEPS) if reward == "slowest" and cap else 1.0))
         self.caps.append(cap)
