@@ -12,7 +12,8 @@
 #                   batches the interval was 0.3 wide on the Xeon, wider than the 5% it is to decide), T = 0
 #   b4-t1           batches of 4 of the b8-t0 cell's 78 prompts (20 batches: over 10 the interval was about 0.15 wide
 #                   on the Xeon, a batch's rows ending at other lengths once it drafts at T = 1), T = 1
-#   long-t0         the longest prompts: Spec-Bench's summarization and rag first turns, five each, T = 0
+#   long-t0         the longest prompts: Spec-Bench's summarization and rag first turns, LONG_N each (default 10:
+#                   with five each the interval was 0.15-0.25 wide on this cell, wider than the 5% it is to decide), T = 0
 #   main-job        the README's main-job prompt, 8 runs, every request a new machine's first (memory=first: a new
 #                   search from the shipped prior), the memory's favourite first (the default) and not
 #   gpu-b1-t0, gpu-b4-t0   on CUDA (bfloat16, the CUDA-graph engine), with transformers' static-cache generate
@@ -20,7 +21,7 @@
 #                   shipped prior is the CPU's, float32)
 # ARGS='...' adds leap bench arguments to every cell: an ablation is a flag, e.g.
 #   ARGS='--method-arg leap-drafters:batch_judge_all_in=true --method-arg leap-drafters-prior:batch_judge_all_in=true'
-# Usage: [CELLS='b4-t0 b8-t0'] [DEVICE=cpu|cuda] [ARGS='...'] bash benchmarks/regret.sh OUT_DIR
+# Usage: [CELLS='b4-t0 b8-t0'] [DEVICE=cpu|cuda] [ARGS='...'] [LONG_N=10] bash benchmarks/regret.sh OUT_DIR
 # On the project's 2-core CPU a B = 1 cell takes about 15 minutes, a batch cell 6-20; the whole CPU set about 90.
 # On one H200 a GPU cell took about 3 minutes, plus about a minute of calibration the first time (tools/gpu_stage.sh
 # carries the model there).
@@ -49,7 +50,7 @@ for cell in ${CELLS:-$default_cells}; do
                 "${common[@]}" --out "$out/$cell" ;;
         long-t0)
             leap bench --methods "ar,lowbit,suffix,$(IFS=,; echo "${search[*]}")" "${prior[@]}" \
-                --categories summarization,rag --num-prompts 5 --temperature 0 "${cpu[@]}" "${common[@]}" --out "$out/$cell" ;;
+                --categories summarization,rag --num-prompts "${LONG_N:-10}" --temperature 0 "${cpu[@]}" "${common[@]}" --out "$out/$cell" ;;
         main-job)
             leap bench --methods ar,lowbit,leap-drafters-first=leap-drafters,leap-drafters-first-agent=leap-drafters \
                 --method-arg leap-drafters-first:memory=first --method-arg leap-drafters-first-agent:memory=first \
