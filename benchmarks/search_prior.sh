@@ -25,7 +25,11 @@
 #    then stop: leap-drafters at B = 4, T = 1 on the same 40 seed prompts as step 3 (seed-1520..1559), learning into
 #    OUT/seed_sampled_batch_memory.json from an empty memory; its set joins the shipped prior. benchmarks/regret.sh's
 #    b4-t1 cell evaluates it on Spec-Bench.
-# Usage: [PRIOR=build|keep|batches|long|sampled|sampled-batches] bash benchmarks/search_prior.sh OUT_DIR
+# 7. PRIOR=sampled-long: the prior's sampled long-prompt set alone (SearchMemory's "sampled_long_prompts": single
+#    requests of 512 tokens and more at T > 0), then stop: leap-drafters at T = 1 on the same 20 long seed prompts as
+#    step 4 (seed-long-0..19), learning into OUT/seed_sampled_long_memory.json from an empty memory; its set joins the
+#    shipped prior. benchmarks/regret.sh's b1-t1 cell (its summarization and rag prompts) evaluates it on Spec-Bench.
+# Usage: [PRIOR=build|keep|batches|long|sampled|sampled-batches|sampled-long] bash benchmarks/search_prior.sh OUT_DIR
 set -euo pipefail
 out="${1:?usage: bash benchmarks/search_prior.sh OUT_DIR}"
 mkdir -p "$out"
@@ -68,6 +72,12 @@ fi
 if [ "${PRIOR:-build}" = sampled ]; then
   python -m leap.heads.prompts "$out/seed_sampled_prompts.jsonl" 1500 20
   TEMP=1 join_set sampled seed_sampled "leap-drafters, B = 1, T = 1, 128 new tokens, 20 seed prompts seed-1500..1519 of leap.heads.prompts" \
+      --num-prompts 20
+  exit 0
+fi
+if [ "${PRIOR:-build}" = sampled-long ]; then
+  python -m leap.heads.prompts "$out/seed_sampled_long_prompts.jsonl" 0 20 long
+  TEMP=1 join_set sampled_long_prompts seed_sampled_long "leap-drafters, B = 1, T = 1, 128 new tokens, 20 long seed prompts seed-long-0..19 of leap.heads.prompts" \
       --num-prompts 20
   exit 0
 fi
