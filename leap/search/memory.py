@@ -152,7 +152,7 @@ class SearchMemory:
     # ---------------------------------------------------------------- learning
     def _update(self, label: str, value: float) -> None:
         entry = self.stats.setdefault(label, {"requests": 0, "mean": 0.0})
-        entry["requests"], entry["here"] = entry["requests"] + 1, self._own(label) + 1
+        entry["requests"], entry["here"] = entry["requests"] + 1, self.requests_here(label) + 1
         weight = min(entry["requests"], self.horizon) if self.horizon else entry["requests"]
         delta = float(value) - entry["mean"]
         entry["mean"] += delta / weight
@@ -245,12 +245,12 @@ class SearchMemory:
         return max((e["mean"] for k, e in self.stats.items()
                     if self._counts(k, e) and not (here and self.learnt_elsewhere(k))), default=None)
 
-    def _own(self, label: str) -> int:  # the requests this machine measured it on (no "here": a prior's 0, else all)
+    def requests_here(self, label: str) -> int:  # the requests this machine measured it on (a prior's: 0)
         entry = self.stats.get(label, {"requests": 0})
         return int(entry.get("here", 0 if entry.get("last", 1) == 0 else entry["requests"]))
 
     def _unproven(self, label: str) -> bool:  # measured here, on fewer than min_requests requests
-        return 0 < self._own(label) and self.stats[label]["requests"] < self.min_requests
+        return 0 < self.requests_here(label) and self.stats[label]["requests"] < self.min_requests
 
     def remembered(self, label: str) -> float | None:
         """:meth:`expected`, or the mean of an option this machine measured on fewer than ``min_requests`` requests."""
@@ -274,7 +274,7 @@ class SearchMemory:
 
     def learnt_elsewhere(self, label: str) -> bool:
         """Whether the memory knows ``label`` from the shipped prior alone (another machine's), never from here."""
-        return label in self.stats and self._own(label) == 0
+        return label in self.stats and self.requests_here(label) == 0
 
     def settles(self, options: Sequence[Any], means: dict[str, float], *, min_speedup: float = 1.0,
                 favourite_first: bool = False, handed: str | None = None, explore: int = 0,
@@ -326,7 +326,7 @@ class SearchMemory:
                 settled = settled and explored
             elif not confirmed and evidence >= (1.0 if favourite_first else self.keep) * best:
                 settled = False  # held: untried, remembered from min_requests of this machine's own requests
-                own = self._own(option.label) >= self.min_requests
+                own = self.requests_here(option.label) >= self.min_requests
                 held += [(evidence, option.label)] if option.label not in means and own else []
         if holding is not None:  # the untried options that hold the request by what the memory remembers, best first
             holding[:] = [label for _, label in sorted(held, reverse=True)]

@@ -165,22 +165,18 @@ class OnlineSearch:
         state = self._state
         clock = session.stack.clock  # synchronises the device before reading the host clock
 
-        # t_base: plain steps after one untimed warm-up step (the first step after a prefill runs
-        # cold on a GPU: new shapes, allocator growth); their tokens are kept, nothing is wasted. A request that
-        # carries an earlier choice runs no trial and needs no fresh t_base: it reuses the last measured one (three
-        # tokens at plain speed where the carried drafter would have drafted them: a few percent of a request)
-        reuse = s.carry_over and state.carry_left > 0 and state.carried is not None and state.t_base > 0
-        if reuse:
+        # t_base: plain steps after one untimed warm-up step (the first step after a prefill runs cold on a GPU: new
+        # shapes, allocator growth); their tokens are kept. A request that carries an earlier choice runs no trial and
+        # reuses the last measured t_base (three tokens at plain speed cost a few percent of a request)
+        if s.carry_over and state.carry_left > 0 and state.carried is not None and state.t_base > 0:
             t_base = state.t_base
         else:
             base_times = [session.step(None, drafter=None).time_s for _ in range(s.base_steps + 1) if not session.done]
             base_times = base_times[1:] if len(base_times) > 1 else base_times
             t_base = statistics.median(base_times) if base_times else 0.0
             state.t_base = t_base if t_base > 0 else state.t_base
-        if s.reward == "cost" or t_base <= 0:  # t_base <= 0: the prompt ended before; nothing to search
-            reward = CostModelSpeedup(self.decoder.costs)
-        else:
-            reward = MeasuredSpeedup(t_base)
+        # t_base <= 0: the prompt ended before; nothing to search
+        reward = CostModelSpeedup(self.decoder.costs) if s.reward == "cost" or t_base <= 0 else MeasuredSpeedup(t_base)
         plain_s = session.prefill_time_s + session.max_new_tokens * t_base  # the request, decoded plainly
 
         iterations, converged, stop, overhead = 0, False, "done", 0.0
@@ -343,7 +339,9 @@ class OnlineSearch:
         request's measurement) must also reach ``keep`` times the best mean this machine measured (a short search's
         luck is otherwise carried on: ``docs/data/handoff``; another machine's mean, the prior's, does not end a
         carry). A choice the memory does not count yet is carried once its fixed phase beat every other trial on its
-        request (``rival``), and a carried one is dropped once an option measured here on fewer requests is remembered
+        request (``rival``), as is one measured here on fewer than ``min_requests`` requests (a ``gated`` chosen by one
+        lucky trial, the prior's mean behind it, was carried at 0.79 of ``lowbit``: ``docs/data/regret-amd-e75bfc1``,
+        long-t0, 488-490), and a carried one is dropped once an option measured here on fewer requests is remembered
         above it (:meth:`SearchMemory.best_unproven`), which the next request tries first
         (:meth:`SearchMemory.favourite`): from an empty memory a lucky ``suffix`` trial (1.92) whose fixed phase ran
         below ``lowbit``'s trial (1.23) was carried over eight long requests at 0.84 of ``lowbit``
@@ -355,7 +353,8 @@ class OnlineSearch:
             remembered = self.memory.expected(fixed.drafter.label) if isinstance(fixed, DraftChoice) else None
             best = self.memory.best_expected(here=True)
             paid = best is None or (remembered if remembered is not None else speedup) >= self.memory.keep * best
-            paid = paid and (remembered is not None or was_carried or rival is None or speedup >= rival)
+            here = self.memory.requests_here(fixed.drafter.label) if isinstance(fixed, DraftChoice) else 0
+            paid = paid and (here >= self.memory.min_requests or was_carried or rival is None or speedup >= rival)
             mine = self.memory.remembered(fixed.drafter.label) if isinstance(fixed, DraftChoice) else None
             challenger = self.memory.best_unproven()
             paid = paid and (not was_carried or mine is None or challenger is None or mine >= challenger)

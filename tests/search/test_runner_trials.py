@@ -196,14 +196,17 @@ def _lucky_trials(oracle: float, wrong: float) -> type:
     return Scripted
 
 
-@pytest.mark.parametrize("wrong, proven, carried", [(1e3, False, False), (1e-3, False, True), (1e3, True, True)])
+@pytest.mark.parametrize("wrong, proven, carried", [(1e3, None, False), (1e-3, None, True), (1e3, "here", True),
+                                                     (1e3, "prior", False), (1e3, "prior and once here", False)])
 def test_a_choice_the_memory_does_not_count_is_carried_once_its_fixed_phase_beat_every_rival_trial(
         tiny_qwen2, monkeypatch, wrong, proven, carried):
     """The oracle's lucky trial (1e6) fixes it; its fixed phase, timed for real (a few times plain), ran below the
     wrong drafter's trial (1e3) on the same request, so a memory that does not yet count the oracle does not carry it
     (red when _carry ignores the rival: from an empty memory a lucky ``suffix`` trial was carried over eight long
     requests at 0.84 of ``lowbit``, docs/data/regret-xeon-186fde1/long-t0). It is carried where its fixed phase beat the
-    rival (1e-3), and where the memory counts it already (two requests)."""
+    rival (1e-3), and where this machine measured it on two requests already; not where only the shipped prior, or the
+    prior and one request here, vouch for it (red when any counted mean exempts it: a lucky ``gated`` was carried at
+    0.79 of ``lowbit``, docs/data/regret-amd-e75bfc1/long-t0, 488-490)."""
     import leap.search.runner as runner_module
     from leap.search.memory import SearchMemory
 
@@ -211,8 +214,10 @@ def test_a_choice_the_memory_does_not_count_is_carried_once_its_fixed_phase_beat
     plain = _lookup_is_the_oracle(tiny_qwen2, monkeypatch, prompt, 40)
     monkeypatch.setattr(runner_module, "MeasuredSpeedup", _lucky_trials(1e6, wrong))
     memory = SearchMemory(None)
-    if proven:
-        memory.stats = {"prompt-lookup": {"requests": 2, "mean": 2.0}}
+    here = {None: None, "here": 2, "prior": 0, "prior and once here": 1}[proven]
+    if here is not None:  # the prior's entries: "last" 0, "here" 0 (SearchMemory.start_from_prior)
+        memory.stats = {"prompt-lookup": {"requests": 2 + (proven == "prior and once here"), "mean": 2.0,
+                                          "here": here, "last": 1 if here else 0}}
     settings = SearchSettings(budget=2, give_up=0, carry_over=2, abandon=0.0, favourite_first=False, min_speedup=0.0)
     runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), lambda trace: _Script(tiny_qwen2.num_layers), settings,
                           memory=memory)
