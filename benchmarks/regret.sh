@@ -13,7 +13,7 @@
 #   b4-t1           batches of 4 of the b8-t0 cell's 78 prompts (20 batches: over 10 the interval was about 0.15 wide
 #                   on the Xeon, a batch's rows ending at other lengths once it drafts at T = 1), T = 1
 #   long-t0         the longest prompts: Spec-Bench's summarization and rag first turns, LONG_N each (default 10:
-#                   with five each the interval was 0.15-0.25 wide on this cell, wider than the 5% it is to decide), T = 0
+#                   with five each the interval was 0.12-0.26 wide, wider than the 5% it is to decide), T = 0
 #   main-job        the README's main-job prompt, 8 runs, every request a new machine's first (memory=first: a new
 #                   search from the shipped prior), the memory's favourite first (the default) and not
 #   gpu-b1-t0, gpu-b4-t0   on CUDA (bfloat16, the CUDA-graph engine), with transformers' static-cache generate
