@@ -283,11 +283,11 @@ class GoodputBandit:
         row and ``draft_s`` seconds of drafting."""
         arm = self.caps.index(tuple(int(v) for v in cap) if isinstance(cap, tuple) else int(cap))
         keep = 1.0 - 1.0 / self.horizon if self.horizon else 1.0  # the arm's earlier pulls, discounted
-        if self.refresh and _cap(self.caps[arm]) == 0:  # the bar: aged by the steps since its last pull (docstring)
-            keep *= (1.0 - 1.0 / self.refresh) ** (self.clock - self.last[arm])
-            self._owed = max(self._owed - 1, 0)
-        if _cap(self.caps[arm]) == 0:
+        if _cap(self.caps[arm]) == 0:  # the bar: its last pulls kept, aged by the steps since its last pull (docstring)
             self.recent = [*self.recent, (float(committed), max(float(seconds), 1e-9))][-self.BAR_PULLS:]
+            if self.refresh:
+                keep *= (1.0 - 1.0 / self.refresh) ** (self.clock - self.last[arm])
+                self._owed = max(self._owed - 1, 0)
         self.clock += 1
         self.last[arm] = self.clock
         self.counts[arm] += 1
