@@ -407,11 +407,34 @@ class _KeepsContext(_Oracle):
     keeps_context = True
 
 
+def _steady_clock(monkeypatch, plain_s: float = 0.01, per_draft_token: float = 0.2):
+    """Every batch step takes ``plain_s`` seconds, and ``per_draft_token`` of that more for each draft token of its
+    cap (a cap-2 step: 1.4 plain steps), its drafter's setup none: a drafter right on every token pays (three tokens
+    a row for 1.4 steps), one never right loses (one for 1.4). The step's record carries the same seconds."""
+    from leap.core.decoding.batch_session import BatchSession
+
+    step = BatchSession.step
+
+    def steady(self, cap, drafter=0):
+        committed, _ = step(self, cap, drafter)
+        seconds = plain_s * (1.0 + per_draft_token * int(cap))
+        self.begin_s = 0.0
+        self.steps[-1] = (self.steps[-1][0], committed, seconds, *self.steps[-1][3:])
+        return committed, seconds
+
+    monkeypatch.setattr(BatchSession, "step", steady)
+
+
 def _budget_sees(decoder, batch, max_new, monkeypatch):
     """Decode ``batch``; what the loss budget was told (each step's ``pays``), the outcome, and which drafting steps
-    were the context-keeping drafter's switches and which its first in the batch."""
+    were the context-keeping drafter's switches and which its first in the batch.
+
+    Each step's seconds are set, not measured (:func:`_steady_clock`): whether the oracle pays is the test's premise,
+    and on the tiny model a wall-clock step is mostly Python, so a busy machine could make one fast plain step
+    outrun every drafting step after it (it did once in CI: the bandit never said the oracle paid)."""
     from leap.core.policies.loss_budget import LossBudget
 
+    _steady_clock(monkeypatch)
     told, step = [], LossBudget.step
     monkeypatch.setattr(LossBudget, "step", lambda self, seconds, committed, rate, pays: (
         told.append(pays), step(self, seconds, committed, rate, pays))[1])
