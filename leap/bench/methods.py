@@ -313,7 +313,7 @@ class SearchMethod(BenchMethod):
         return MethodResult.from_outcome(
             res.generation, {"search_overhead_s": res.search_overhead_s}, search_iterations=res.iterations,
             converged=res.converged, t_base_s=res.t_base_s, carried_over=res.carried_over,
-            search_stop=res.stop, search_loss_s=res.search_loss_s,
+            search_stop=res.stop, search_loss_s=res.search_loss_s, search_carry=res.carry,
             trial_rewards=[t["reward"] for t in res.trials], trial_configs=[t["config"] for t in res.trials],
             search_memory_at_start=self.memory_at_start)
 

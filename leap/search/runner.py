@@ -68,7 +68,7 @@ from leap.search.drafter_space import DraftChoice, DrafterOption
 from leap.search.history import SearchHistory
 from leap.search.memory import SearchMemory
 from leap.search.reward import CostModelSpeedup, MeasuredSpeedup
-from leap.search.settings import SearchOutcome, SearchSettings
+from leap.search.settings import SearchOutcome, SearchSettings, carry_objection
 
 __all__ = ["OnlineSearch", "SearchSettings", "SearchOutcome", "build_space", "baseline_space"]  # the last two re-exported from leap.redundancy.build
 
@@ -262,9 +262,10 @@ class OnlineSearch:
         t_fixed, n_fixed = session.decode_time_s, len(session.new_token_ids)
         while not session.done:
             self._step(session, fixed)
+        carry = ""
         if s.carry_over:
             means = history.mean_rewards()
-            self._carry(fixed, carried is not None, len(session.new_token_ids) - n_fixed,
+            carry = self._carry(fixed, carried is not None, len(session.new_token_ids) - n_fixed,
                         session.decode_time_s - t_fixed, t_base, means[fixed][0] if fixed in means else None,
                         (means[fixed][1] if fixed in means else 0) + (handed is not None and fixed == handed),
                         rival=max((m for c, (m, *_) in means.items() if c != fixed), default=None))
@@ -279,7 +280,8 @@ class OnlineSearch:
                    "reward": t.reward, "committed": t.committed, "drafted": t.drafted, "accepted": t.accepted}
                   for t in history]
         return SearchOutcome(generation, iterations, converged, None if fixed is None else str(fixed), overhead,
-                             t_base, trials, carried_over=carried is not None, stop=stop, search_loss_s=lost)
+                             t_base, trials, carried_over=carried is not None, stop=stop, search_loss_s=lost,
+                             carry=carry)
 
     def _remember(self, history: SearchHistory, fixed, tokens: int, seconds: float, t_base: float) -> None:
         """Hand the memory this request's mean trial reward per drafter option and the fixed phase's speedup."""
@@ -331,39 +333,27 @@ class OnlineSearch:
         return any(mean >= self.settings.min_speedup for mean, *_ in history.mean_rewards().values())
 
     def _carry(self, fixed, was_carried: bool, tokens: int, seconds: float, t_base: float,
-               trial_mean: float | None = None, trials: int = 0, rival: float | None = None) -> None:
-        """Keep ``fixed`` for the next prompts if its fixed phase paid (tokens/s over plain's reached ``min_speedup``),
-        else drop it. A request that ended inside its search carries its best option by its trials' mean
-        (``trial_mean``) once it ran :data:`MIN_CARRY_TRIALS` trials there (one few-step trial carried losers on:
-        ``docs/data/xeon_rebaseline``). With a memory, the option's own remembered mean (or, not yet remembered, this
-        request's measurement) must also reach ``keep`` times the best mean this machine measured (a short search's
-        luck is otherwise carried on: ``docs/data/handoff``; another machine's mean, the prior's, does not end a
-        carry). A choice the memory does not count yet is carried once its fixed phase beat every other trial on its
-        request (``rival``), as is one measured here on fewer than ``min_requests`` requests (a ``gated`` chosen by one
-        lucky trial, the prior's mean behind it, was carried at 0.79 of ``lowbit``: ``docs/data/regret-amd-e75bfc1``,
-        long-t0, 488-490), and a carried one is dropped once an option measured here on fewer requests is remembered
-        above it (:meth:`SearchMemory.best_unproven`), which the next request tries first
-        (:meth:`SearchMemory.favourite`): from an empty memory a lucky ``suffix`` trial (1.92) whose fixed phase ran
-        below ``lowbit``'s trial (1.23) was carried over eight long requests at 0.84 of ``lowbit``
-        (``docs/data/regret-xeon-186fde1/long-t0``)."""
+               trial_mean: float | None = None, trials: int = 0, rival: float | None = None) -> str:
+        """Keep ``fixed`` for the next prompts unless a rule of :func:`~leap.search.settings.carry_objection` objects
+        (its fixed phase's speedup is ``tokens`` in ``seconds`` against ``t_base``; a request that ended inside its
+        search is judged by its trials' mean ``trial_mean`` once it ran :data:`MIN_CARRY_TRIALS` trials); the verdict,
+        for the record: "carried", "renewed", "kept", or "not carried: " / "dropped: " and the rule."""
         speedup = tokens * t_base / seconds if fixed is not None and tokens > 0 and seconds > 0 and t_base > 0 \
             else trial_mean if fixed is not None and trials >= MIN_CARRY_TRIALS else None
-        paid = speedup is not None and speedup >= self.settings.min_speedup
-        if paid and self.memory is not None:
-            remembered = self.memory.expected(fixed.drafter.label) if isinstance(fixed, DraftChoice) else None
-            best = self.memory.best_expected(here=True)
-            paid = best is None or (remembered if remembered is not None else speedup) >= self.memory.keep * best
-            here = self.memory.requests_here(fixed.drafter.label) if isinstance(fixed, DraftChoice) else 0
-            paid = paid and (here >= self.memory.min_requests or was_carried or rival is None or speedup >= rival)
-            mine = self.memory.remembered(fixed.drafter.label) if isinstance(fixed, DraftChoice) else None
-            challenger = self.memory.best_unproven()
-            paid = paid and (not was_carried or mine is None or challenger is None or mine >= challenger)
-        if not paid:
-            self._state.carried, self._state.carry_left = None, 0
-        elif not was_carried:
-            self._state.carried, self._state.carry_left = fixed, self.settings.carry_over
-        elif self.settings.carry_renew and self._holds_up(fixed, speedup):
-            self._state.carry_left = self.settings.carry_over
+        label = fixed.drafter.label if isinstance(fixed, DraftChoice) else None
+        why = carry_objection(speedup, self.settings.min_speedup, self.memory, label, was_carried=was_carried,
+                              rival=rival)
+        state = self._state
+        if why:
+            state.carried, state.carry_left = None, 0
+            return ("dropped: " if was_carried else "not carried: ") + why
+        if not was_carried:
+            state.carried, state.carry_left = fixed, self.settings.carry_over
+            return "carried"
+        if self.settings.carry_renew and self._holds_up(fixed, speedup):
+            state.carry_left = self.settings.carry_over
+            return "renewed"
+        return "kept"
 
     def _holds_up(self, fixed, speedup: float) -> bool:
         """``carry_renew``: whether a carried request ran at >= ``keep`` times its option's remembered mean (this

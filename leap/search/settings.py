@@ -1,19 +1,42 @@
-"""What an online search is told (:class:`SearchSettings`) and what it returns (:class:`SearchOutcome`).
+"""What an online search is told (:class:`SearchSettings`), what it returns (:class:`SearchOutcome`), and the rule
+that carries a request's choice on to the next requests (:func:`carry_objection`).
 
-Who calls what: :class:`leap.search.runner.OnlineSearch` (which re-exports both) runs a request under the settings
-and returns the outcome; ``leap generate`` and the benchmarks' :class:`leap.bench.methods.SearchMethod` build the
-settings from their flags. The rules each setting governs are described in :mod:`leap.search.runner`.
+Who calls what: :class:`leap.search.runner.OnlineSearch` (which re-exports both classes) runs a request under the
+settings and returns the outcome; ``leap generate`` and the benchmarks' :class:`leap.bench.methods.SearchMethod` build
+the settings from their flags. The rules each setting governs are described in :mod:`leap.search.runner`.
+
+**The carry** (``carry_over``): once a request's fixed phase is done,
+:meth:`~leap.search.runner.OnlineSearch._carry` asks :func:`carry_objection` which rule, if any, keeps its choice from
+the next requests, and the outcome keeps the verdict (:attr:`SearchOutcome.carry`; ``leap bench``'s ``search_carry``),
+so a run's records say why a choice was or was not carried on. The rules, each from a run that lost without it:
+
+- the fixed phase must reach ``min_speedup`` (a request that ended inside its search: its trials' mean, once it ran
+  :data:`~leap.search.runner.MIN_CARRY_TRIALS` trials; one few-step trial carried losers on:
+  ``docs/data/xeon_rebaseline``);
+- with a memory, the option's remembered mean (or, not yet remembered, this request's measurement) must reach
+  ``keep`` times the best mean this machine measured (a short search's luck is otherwise carried on:
+  ``docs/data/handoff``; the shipped prior's means, another machine's, do not end a carry);
+- a choice this machine measured on fewer than ``min_requests`` requests is carried only once its fixed phase beat
+  every other trial on its request (``rival``: a ``gated`` chosen by one lucky trial, the prior's mean behind it, was
+  carried at 0.79 of ``lowbit``, ``docs/data/regret-amd-e75bfc1``, long-t0, 488-490);
+- a carried choice is dropped once an option measured here on fewer requests is remembered above it
+  (:meth:`~leap.search.memory.SearchMemory.best_unproven`), which the next request tries first (a lucky ``suffix``
+  whose fixed phase ran below ``lowbit``'s trial was carried over eight long requests at 0.84 of ``lowbit``:
+  ``docs/data/regret-xeon-186fde1/long-t0``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leap.core.decoding.outcome import GenerationOutcome
 from leap.core.errors import SettingsError
 
-__all__ = ["SearchSettings", "SearchOutcome"]
+if TYPE_CHECKING:
+    from leap.search.memory import SearchMemory
+
+__all__ = ["SearchSettings", "SearchOutcome", "carry_objection"]
 
 
 @dataclass(frozen=True)
@@ -86,9 +109,38 @@ class SearchOutcome:
     #: (settled by earlier requests), "done" (the prompt ended first) or "carried" (an earlier prompt's choice)
     stop: str = ""
     search_loss_s: float = 0.0  # the trials' time beyond plain decoding's for their tokens, plus agent time
+    #: the carry's verdict on this request's choice (``OnlineSearch._carry``; "" without ``carry_over``)
+    carry: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.generation.to_dict(), "search_iterations": self.iterations, "converged": self.converged,
                 "fixed_config": self.fixed_config, "search_overhead_s": self.search_overhead_s,
                 "t_base_s": self.t_base_s, "trials": self.trials, "carried_over": self.carried_over,
-                "search_stop": self.stop, "search_loss_s": self.search_loss_s}
+                "search_stop": self.stop, "search_loss_s": self.search_loss_s,
+                "search_carry": self.carry}
+
+
+def carry_objection(speedup: float | None, min_speedup: float, memory: SearchMemory | None, label: str | None, *,
+                    was_carried: bool, rival: float | None) -> str:
+    """The first rule (module docstring) that keeps option ``label`` (None: a layer configuration, no option) from
+    being carried on after a fixed phase at ``speedup`` (None: no fixed phase to judge), or "" where none does.
+    ``was_carried``: the request ran a choice carried from an earlier one; ``rival``: the best mean trial reward of any
+    other configuration on this request (None: none)."""
+    if speedup is None:
+        return "no fixed phase"
+    if speedup < min_speedup:
+        return "below min_speedup"
+    if memory is None:
+        return ""
+    mean = memory.expected(label) if label is not None else None
+    best = memory.best_expected(here=True)
+    if best is not None and (speedup if mean is None else mean) < memory.keep * best:
+        return "below the best measured here"
+    here = memory.requests_here(label) if label is not None else 0
+    if here < memory.min_requests and not was_carried and rival is not None and speedup < rival:
+        return "below a rival trial"
+    mine = memory.remembered(label) if label is not None else None
+    challenger = memory.best_unproven()
+    if was_carried and mine is not None and challenger is not None and mine < challenger:
+        return "an option remembered above it"
+    return ""

@@ -64,6 +64,7 @@ def test_a_search_memory_built_elsewhere_is_read_named_and_kept_apart(tiny_llama
     assert method.memory.stats == warm.stats and str(path) in method.memory_at_start
     res = method.run(PROMPT, max_new_tokens=16, temperature=0.0, seed=0)
     assert res.extra["search_memory_at_start"] == method.memory_at_start
+    assert res.extra["search_carry"].split(":")[0] in {"carried", "renewed", "kept", "not carried", "dropped"}
     before = sum(v["requests"] for v in warm.stats.values())
     after = sum(v["requests"] for v in json.loads(path.read_text())["options"].values())
     assert after > before  # what the run's request measured was added to the file

@@ -224,6 +224,8 @@ def test_a_choice_the_memory_does_not_count_is_carried_once_its_fixed_phase_beat
     first = runner.generate(prompt, max_new_tokens=40)
     assert [t["config"] for t in first.trials] == ["prompt-lookup", "suffix"] and first.fixed_config == "prompt-lookup"
     assert first.generation.token_ids == plain
+    assert first.carry == ("carried" if carried else "not carried: below a rival trial")  # the record says why
+    assert first.to_dict()["search_carry"] == first.carry
     assert runner.generate(prompt, max_new_tokens=40).carried_over is carried
 
 
@@ -269,7 +271,9 @@ def test_a_carried_choice_is_dropped_once_an_option_measured_on_one_request_is_r
     runner = OnlineSearch(SelfSpecDecoder(tiny_qwen2, None), factory,
                           SearchSettings(budget=3, carry_over=2, give_up=0, min_speedup=0.0), memory=memory)
     prompts = [[5, 6, 7, 8] * 3, [9, 10, 9, 10, 9], [4, 4, 5, 4, 4]]
-    assert [runner.generate(p, max_new_tokens=40).carried_over for p in prompts] == carried
+    outcomes = [runner.generate(p, max_new_tokens=40) for p in prompts]
+    assert [o.carried_over for o in outcomes] == carried
+    assert outcomes[1].carry == ("dropped: an option remembered above it" if challenger > 1 else "kept")
 
 
 def test_a_choice_the_memory_ranks_best_is_carried_on_a_slower_prompt(tiny_qwen2):
