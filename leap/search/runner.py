@@ -266,9 +266,9 @@ class OnlineSearch:
         if s.carry_over:
             means = history.mean_rewards()
             carry = self._carry(fixed, carried is not None, len(session.new_token_ids) - n_fixed,
-                        session.decode_time_s - t_fixed, t_base, means[fixed][0] if fixed in means else None,
-                        (means[fixed][1] if fixed in means else 0) + (handed is not None and fixed == handed),
-                        rival=max((m for c, (m, *_) in means.items() if c != fixed), default=None))
+                                session.decode_time_s - t_fixed, t_base, means[fixed][0] if fixed in means else None,
+                                (means[fixed][1] if fixed in means else 0) + (handed is not None and fixed == handed),
+                                rival=max((m for c, (m, *_) in means.items() if c != fixed), default=None))
         if carried is None and state.carried is None and len(history):
             state.handed = self._leader(history)
         if self.memory is not None:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leap.search.settings import carry_objection
 from leap.search.memory import SearchMemory
+from leap.search.settings import carry_objection
 
 
 def _memory(**stats) -> SearchMemory:

@@ -429,12 +429,11 @@ def _budget_sees(decoder, batch, max_new, monkeypatch):
     """Decode ``batch``; what the loss budget was told (each step's ``pays``), the outcome, and which drafting steps
     were the context-keeping drafter's switches and which its first in the batch.
 
-    Each step's seconds are set, not measured (:func:`_steady_clock`): whether the oracle pays is the test's premise,
+    The caller sets each step's seconds first (:func:`_steady_clock`): whether the oracle pays is the test's premise,
     and on the tiny model a wall-clock step is mostly Python, so a busy machine could make one fast plain step
     outrun every drafting step after it (it did once in CI: the bandit never said the oracle paid)."""
     from leap.core.policies.loss_budget import LossBudget
 
-    _steady_clock(monkeypatch)
     told, step = [], LossBudget.step
     monkeypatch.setattr(LossBudget, "step", lambda self, seconds, committed, rate, pays: (
         told.append(pays), step(self, seconds, committed, rate, pays))[1])
@@ -455,6 +454,7 @@ def test_once_the_runs_drafting_has_lost_all_in_the_budget_runs_whatever_the_ban
     batch, max_new = [[5, 9, 14, 7], [6, 6, 8, 11, 6]], 30
     alone = [_alone(tiny_llama, p, max_new).token_ids for p in batch]
     _Oracle.reference = {tuple(p): a + [0] * 40 for p, a in zip(batch, alone)}
+    _steady_clock(monkeypatch)
 
     def decoder(**kwargs):  # a budget of ten batches' plain time: never spent, every step told
         return BatchDecoder(tiny_llama, [(_KeepsContext, {}), (_Wrong, {})], num_tokens="auto", caps=(0, 2),
