@@ -188,7 +188,7 @@ class SearchMethod(BenchMethod):
                  metric_args: dict[str, dict[str, Any]] | None = None, low_bit: bool = False, low_bits: int = 8,
                  seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
                  memory_horizon: int = 8, memory_recheck: int = 16, memory_long_prompt: int = 512,
-                 memory_sampled: bool = True, budget_s: float = 0.0,
+                 memory_sampled: bool = True, memory_rescale: bool = True, budget_s: float = 0.0,
                  give_up: int | None = None, favourite_first: bool = True, abandon: float = 0.5, explore: int = 4,
                  kin: bool = True, steady: bool = True,
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
@@ -220,8 +220,8 @@ class SearchMethod(BenchMethod):
                                 f"machine's first: a new search from that prior), persist ($LEAP_CACHE/search_memory), "
                                 f"off, or a FILE.json (read if it exists, written as the run learns), got {memory!r}")
         # empty unless told (a memory learnt on evaluation prompts would tune on the test); the records name it
-        memory_settings = dict(horizon=int(memory_horizon), recheck=int(memory_recheck),  # 0, 0: no ageing (ablation)
-                               long_prompt=int(memory_long_prompt), sampled=bool(memory_sampled))  # 0, false: one set
+        memory_settings = dict(horizon=int(memory_horizon), recheck=int(memory_recheck), rescale=bool(memory_rescale),
+                               long_prompt=int(memory_long_prompt), sampled=bool(memory_sampled))  # 0, false: ablations
         if memory == "off" or not drafters:
             self.memory = None
         elif str(memory).endswith(".json"):

@@ -1,46 +1,44 @@
 """What earlier requests measured, kept for the next request's search: a prior over drafter options.
 
-A search over drafters (:class:`~leap.search.drafter_space.JointSpace`) pays its trials on every request: options
-that never win cost real steps each time (``docs/data/joint_v4``: the search 1.17x against fixed ``lowbit`` 1.79x).
-:class:`SearchMemory` keeps, per drafter option (its label), the running mean over requests of the reward its trials
-measured and of its fixed phase's speedup; before a request, :meth:`SearchMemory.prune` leaves out the options that keep
-losing - successive halving across requests (Jamieson & Talwalkar 2016; Hyperband, Li et al. 2018): an option seen
-on at least ``min_requests`` requests whose mean is below ``keep`` times the best *floor* is not searched again. An
-option's floor is its mean less its spread over requests (a discounted standard deviation), the bar the highest floor
-of the options on offer: a drafter that copies wins by far on a prompt it can copy from and loses on the next, and
-its mean over two such prompts pruned the steady ``lowbit`` options from the next request, which ran at 0.44 of
-``lowbit`` (``docs/data/regret-7212270/long-t0``, request 484); elimination against a lower bound of the best, as in
-successive elimination (Even-Dar, Mannor & Mansour 2006). The batch sets (below) rank by means alone.
-Options not yet seen enough stay in; after a request whose chosen option did not pay, the cut is wider (``keep``
-squared) but still made (docs/data/search_pays/t1_128).
+A search over drafters (:class:`~leap.search.drafter_space.JointSpace`) pays its trials on every request: options that
+never win cost real steps each time (``docs/data/joint_v4``). :class:`SearchMemory` keeps, per drafter option (its
+label), the running mean over requests of its trials' reward and of its fixed phase's speedup; before a request,
+:meth:`SearchMemory.prune` leaves out the options that keep losing - successive halving across requests (Jamieson &
+Talwalkar 2016; Hyperband, Li et al. 2018): an option seen on ``min_requests`` requests whose mean is below ``keep``
+times the best *floor* (an option's mean less its discounted spread over requests) is not searched again, elimination
+against a lower bound of the best as in successive elimination (Even-Dar, Mannor & Mansour 2006): a copying drafter's
+mean over two prompts it could copy from pruned the steady ``lowbit`` options otherwise
+(``docs/data/regret-7212270/long-t0``, 484). Options not seen enough stay in; after a request whose choice did not pay
+the cut is wider (``keep`` squared). The batch sets (below) rank by means alone.
 
-The memory persists under ``$LEAP_CACHE/search_memory`` keyed by model, device and dtype
-(:func:`~leap.search.memory_store.memory_for`), or lives in memory only (``path=None``: a benchmark's, so nothing learnt
-on evaluation prompts in an earlier run scores them again); ``--no-memory`` is the ablation.
+It persists under ``$LEAP_CACHE/search_memory`` per model, device and dtype (:mod:`leap.search.memory_store`) or lives
+in memory only (``path=None``: a benchmark's, never scoring evaluation prompts by an earlier run's); ``--no-memory``.
 
 **The shipped prior.** A memory still empty starts from the prior leap ships for the model
 (``leap/data/search_memory/<model>.json``, made by ``benchmarks/search_prior.sh`` on leap's seed prompts, never
-Spec-Bench) where its device type and dtype match: the first request prunes and screens with it instead of exploring
-every option (``docs/data/search_two_trials``). Each option counts as seen on ``min_requests`` requests at most, so
-this machine's own requests outweigh it after a few (:meth:`learnt_elsewhere`: what this machine never measured). Once
-this machine has measured options, the floor is theirs (the prior's ``prompt-lookup`` pruned every ``lowbit`` option
-on a Xeon: ``docs/data/regret-xeon-186fde1/long-t0``). ``leap bench`` uses the prior only when asked (``memory=prior``).
+Spec-Bench) where its device type and dtype match: the first request prunes and screens with it instead of trying every
+option (``docs/data/search_two_trials``). Each option counts as seen on ``min_requests`` requests at most, so this
+machine's requests outweigh it after a few (:meth:`learnt_elsewhere`: what this machine never measured); once it has
+measured options the floor is theirs (``docs/data/regret-xeon-186fde1/long-t0``). The prior's ranking travels, its
+scale does not: on Spec-Bench's long prompts every option ran at 0.36 to 0.79 of the long set's means, and a second
+request opened with the untried ``prompt-lookup`` the prior rated and spent its loss budget
+(``docs/data/regret-xeon-1a91eb4/long-t0``): so the first request a set measures here scales all its prior means by the
+median ratio of what it measured to what the prior said (:meth:`_rescale_prior`; ``rescale=False``: the ablation).
+``leap bench`` uses the prior only when asked (``memory=prior``).
 
-**Ageing.** Each remembered option carries its drafter's :meth:`~leap.core.drafters.base.Drafter.fingerprint`
-(class and arguments, defaults filled in; a head's file): an option whose fingerprint changed is forgotten
-(:meth:`SearchMemory.prune`); a file of an older leap starts afresh, said on stderr. Means are discounted: each new
-measurement moves one by at least ``1/horizon`` (Garivier & Moulines 2011): a changing machine or workload is followed;
-an option not measured for ``recheck`` requests counts as unseen again, one at a time (:meth:`SearchMemory.rechecked`).
+**Ageing.** Each remembered option carries its drafter's :meth:`~leap.core.drafters.base.Drafter.fingerprint`: an
+option whose fingerprint changed is forgotten (:meth:`SearchMemory.prune`); a file of an older leap starts afresh, said
+on stderr. Means are discounted: each measurement moves one by at least ``1/horizon`` (Garivier & Moulines 2011); an
+option not measured for ``recheck`` requests counts as unseen again, one at a time (:meth:`SearchMemory.rechecked`).
 
-**Conditions.** What wins on short prompts need not win on long ones, nor at T = 0 at T > 0 (the T = 0 batch set put
-``lowbit`` first at T = 1: ``docs/data/regret-xeon-adf6f19/b4-t1``), nor alone in a batch, so the memory keeps a set
-of means per condition (:meth:`SearchMemory.condition`): prompts of fewer than ``long_prompt`` tokens (512) and the
-rest (0: one set), and batches, each at T = 0 and T > 0 (``sampled=False``: one set for both). All above reads and
-writes the request's set alone; the shipped prior fills each from its own prompts (the long set from
-:func:`leap.heads.prompts.long_seed_prompts`; the batch set measured in batches). A batch's set holds one mean per
-drafter, its best (drafter, cap) arm's goodput over plain batched decoding's (:meth:`observe_batch`), read by
-:meth:`rank_drafters` alone (:class:`~leap.search.batch.BatchSearch`): the single-request favourite ``cascade``
-drafted most batches at 0.84 of ``lowbit-auto`` (``docs/data/regret-6bd5159/b4-t0``).
+**Conditions.** What wins on short prompts need not win on long ones, nor at T = 0 at T > 0, nor alone in a batch
+(``docs/data/regret-xeon-adf6f19/b4-t1``), so the memory keeps a set of means per condition
+(:meth:`SearchMemory.condition`): prompts of fewer than ``long_prompt`` tokens (512; 0: one set) and the rest, and
+batches, each at T = 0 and T > 0 (``sampled=False``: one set for both). All above reads and writes the request's set
+alone; the shipped prior fills each from its own prompts (:func:`leap.heads.prompts.long_seed_prompts` for long ones).
+A batch's set holds one mean per drafter, its best (drafter, cap) arm's goodput over plain batched decoding's
+(:meth:`observe_batch`), read by :meth:`rank_drafters` (:class:`~leap.search.batch.BatchSearch`): the single-request
+favourite ``cascade`` drafted most batches at 0.84 of ``lowbit-auto`` otherwise (``docs/data/regret-6bd5159/b4-t0``).
 
 Who calls what: :func:`leap.search.factory.agent_factory` prunes each request's options with it;
 :class:`leap.search.runner.OnlineSearch` names each request's condition (:meth:`condition`), asks :meth:`settles`
@@ -51,6 +49,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -71,7 +70,8 @@ class SearchMemory:
     """Discounted means per drafter option over requests (see the module docstring)."""
 
     def __init__(self, path: str | Path | None = None, *, keep: float = 0.85, min_requests: int = 2,
-                 horizon: int = 8, recheck: int = 16, long_prompt: int = 512, sampled: bool = True) -> None:
+                 horizon: int = 8, recheck: int = 16, long_prompt: int = 512, sampled: bool = True,
+                 rescale: bool = True) -> None:
         if not 0 < keep <= 1 or min_requests < 1 or horizon < 0 or recheck < 0 or long_prompt < 0:
             raise ValueError("SearchMemory: keep in (0, 1], min_requests >= 1, horizon >= 0, recheck >= 0 and "
                              "long_prompt >= 0 (0: off)")
@@ -79,6 +79,8 @@ class SearchMemory:
         self.keep, self.min_requests = float(keep), int(min_requests)
         self.horizon, self.recheck, self.long_prompt = int(horizon), int(recheck), int(long_prompt)
         self.sampled = bool(sampled)  # T > 0 keeps its own sets (module docstring); False: the ablation
+        self.rescale = bool(rescale)  # a prior's set takes this machine's scale at first contact; False: the ablation
+        self.scales: dict[str, float] = {}  # each prior set's rescaling (:meth:`_rescale_prior`), for the file
         #: the means per condition (module docstring, :data:`FIELDS`): "short" (the file's "options"), "long", ...
         self.sets: dict[str, dict[str, dict[str, Any]]] = {key: {} for key, _ in FIELDS}
         self.length = "short"  # the set this request reads and writes (:meth:`condition`)
@@ -92,18 +94,18 @@ class SearchMemory:
             try:
                 data = json.loads(self.path.read_text())
                 if data.get("schema") != SCHEMA:
-                    _say(f"leap: the search memory at {self.path} was written by an older leap; starting afresh")
+                    say_once(f"leap: the search memory at {self.path} is an older leap's; starting afresh", _SAID)
                 else:
                     self.sets = {key: {k: dict(v) for k, v in data.get(field, {}).items()} for key, field in FIELDS}
                     self.requests = int(data.get("requests", 0))
                     self.last_paid = bool(data.get("last_paid", True))
+                    self.scales = {str(k): float(v) for k, v in data.get("prior_scales", {}).items()}
             except (OSError, ValueError, AttributeError, TypeError):
                 self.sets = {key: {} for key, _ in FIELDS}  # unreadable: start empty
 
     @property
     def stats(self) -> dict[str, dict[str, Any]]:
-        """The means of the set (condition) this request reads and writes (label -> entry)."""
-        return self.sets[self.length]
+        return self.sets[self.length]  # the means of the set (condition) this request reads and writes
 
     @stats.setter
     def stats(self, value: dict[str, dict[str, Any]]) -> None:
@@ -120,9 +122,7 @@ class SearchMemory:
         self.length = ("sampled-batch" if length.startswith("sampled") else "batch") if int(rows) > 1 else length
         return self.length
 
-    @property
-    def empty(self) -> bool:
-        return not any(self.sets.values())
+    empty = property(lambda self: not any(self.sets.values()), doc="Whether no set holds any mean yet.")
 
     def describe(self) -> str:
         """What a record says about the memory it started from."""
@@ -130,11 +130,10 @@ class SearchMemory:
         if self.prior is not None:
             where = f"started from the shipped prior {self.prior.parent.name}/{self.prior.name}; {where}"
         gone = f"; forgot {', '.join(self.forgotten)}: their drafters changed" if self.forgotten else ""
-        named = {"long": "for long prompts", "sampled": "sampled", "sampled-long": "sampled on long prompts"}
+        named = {"long": "for long prompts", "sampled": "sampled", "sampled-long": "sampled on long prompts",
+                 "batch": "drafters for batches", "sampled-batch": "drafters for sampled batches"}
         others = "".join(f", {len(self.sets[key])} {what}" for key, what in named.items() if self.sets[key])
-        batch = "".join(f", {len(self.sets[key])} drafters for {what}" for key, what in
-                        (("batch", "batches"), ("sampled-batch", "sampled batches")) if self.sets[key])
-        return f"{len(self.sets['short'])} options remembered{others}{batch} ({where}{gone})"
+        return f"{len(self.sets['short'])} options remembered{others} ({where}{gone})"
 
     def start_from_prior(self, path: str | Path) -> None:
         """Take a shipped prior's sets (see the module docstring), each entry counted on ``min_requests`` requests at
@@ -163,23 +162,35 @@ class SearchMemory:
             entry["fingerprint"] = self._fingerprints[label]
 
     def observe(self, trial_means: dict[str, float], fixed: str | None, fixed_speedup: float | None) -> None:
-        """One request: each option's mean trial reward on it, and the option kept for the rest of the request
-        with the speedup its fixed phase measured (None: plain decoding was kept, or no fixed phase). Each option
-        counts once per request, the kept one with its fixed phase's speedup - far more steps than a 4-step trial,
-        whose reward is partly luck (``docs/data/pre_and_carry``)."""
+        """One request: each option's mean trial reward on it, and the option kept for the rest of the request with its
+        fixed phase's speedup (None: plain decoding kept, or no fixed phase), each counted once: the fixed phase ran far
+        more steps than a 4-step trial, whose reward is partly luck (``docs/data/pre_and_carry``)."""
         self.requests += 1
         values = dict(trial_means)
         if fixed is not None and fixed_speedup is not None:
             values[fixed] = fixed_speedup
+        if self.rescale:
+            self._rescale_prior(values)
         for label, value in values.items():
             self._update(label, value)
         self.last_paid = fixed is not None and (fixed_speedup is None or fixed_speedup >= 1.0)
         self.save()
 
+    def _rescale_prior(self, values: dict[str, float]) -> None:
+        """Where every entry of this request's set is the shipped prior's (:meth:`learnt_elsewhere`), scale them all by
+        the median ratio of what this request measured (``values``, label -> speedup) to the prior's means for the same
+        options, before they are learnt (module docstring, *the shipped prior*); said in the file's ``prior_scales``."""
+        means = self.stats
+        ratios = [v / means[k]["mean"] for k, v in values.items() if k in means and means[k]["mean"] > 0]
+        if not ratios or not all(self.learnt_elsewhere(label) for label in means):
+            return
+        scale = self.scales[self.length] = float(statistics.median(ratios))
+        for entry in means.values():
+            entry["mean"], entry["var"] = entry["mean"] * scale, entry.get("var", 0.0) * scale ** 2
+
     def observe_batch(self, goodput: dict[str, float]) -> None:
-        """One batch (in a batch set, :meth:`condition`): each drafter's best goodput over plain batched
-        decoding's, as the batch's bandit measured it (drafter name -> ratio). Counts on the memory's clock like a
-        request; whether the last request paid is a single request's matter and stays as it was."""
+        """One batch (in a batch set, :meth:`condition`): each drafter's best goodput over plain batched decoding's, as
+        its bandit measured it (name -> ratio), on the memory's clock like a request; ``last_paid`` stays as it was."""
         self.requests += 1
         for label, value in goodput.items():
             self._update(label, value)
@@ -192,6 +203,7 @@ class SearchMemory:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text(json.dumps({"schema": SCHEMA, "requests": self.requests, "last_paid": self.last_paid,
+                                       "prior_scales": self.scales,
                                        **{field: self.sets[key] for key, field in FIELDS}}, indent=1))
             os.replace(tmp, self.path)
         except OSError:
@@ -201,15 +213,16 @@ class SearchMemory:
         """The same state, in memory only: ``leap generate --compare`` starts every round from the memory as it was
         before the command, then keeps one round's copy (:meth:`adopt`)."""
         twin = SearchMemory(None, keep=self.keep, min_requests=self.min_requests, horizon=self.horizon,
-                            recheck=self.recheck, long_prompt=self.long_prompt, sampled=self.sampled)
-        twin.sets, twin.length = _copied(self.sets), self.length
+                            recheck=self.recheck, long_prompt=self.long_prompt, sampled=self.sampled,
+                            rescale=self.rescale)
+        twin.sets, twin.length, twin.scales = _copied(self.sets), self.length, dict(self.scales)
         twin.last_paid, twin.prior, twin.requests = self.last_paid, self.prior, self.requests
         twin.forgotten, twin._fingerprints, twin._recheck = list(self.forgotten), dict(self._fingerprints), self._recheck
         return twin
 
     def adopt(self, other: SearchMemory) -> None:
         """Take ``other``'s state (a :meth:`copy`, kept or taught since) and save it to this memory's file."""
-        self.sets, self.length = _copied(other.sets), other.length
+        self.sets, self.length, self.scales = _copied(other.sets), other.length, dict(other.scales)
         self.last_paid, self.requests, self._recheck = other.last_paid, other.requests, other._recheck
         self.save()
 
@@ -261,11 +274,10 @@ class SearchMemory:
         return max((e["mean"] for label, e in self.stats.items() if self._unproven(label)), default=None)
 
     def favourite(self, options: Sequence[Any], min_speedup: float | None = None) -> Any | None:
-        """The option of ``options`` (with a ``label``) whose :meth:`remembered` is highest, or None where none is: what
-        ``SearchSettings.favourite_first`` runs as a request's first trial. An option measured here on one request
-        counts: a trial that measured it above the choice carried since is the next search's first. With ``min_speedup``
-        (the runner's first trial) a favourite below it lost, and the first option not remembered yet comes first (None:
-        none left): on an H200 each search opened with a remembered loser (``experiments/2026-11-28-gpu-regret``)."""
+        """The option of ``options`` (with a ``label``) whose :meth:`remembered` is highest (None: none is), the first
+        trial under ``SearchSettings.favourite_first``; one measured here on one request counts. With ``min_speedup``
+        (the runner's first trial) a favourite below it lost, and the first option not remembered comes first (None:
+        none left; an H200's searches opened with a remembered loser: ``experiments/2026-11-28-gpu-regret``)."""
         known = [(mean, -i, o) for i, o in enumerate(options) if (mean := self.remembered(o.label)) is not None]
         best = max(known, key=lambda t: t[:2]) if known else None
         if best is None or min_speedup is None or best[0] >= min_speedup:
@@ -282,33 +294,27 @@ class SearchMemory:
         """Whether a request whose options (with a ``label``) measured ``means`` (label -> mean trial reward) can stop
         searching: its leader reaches ``min_speedup`` and no other option can be expected to win - each is below
         ``keep`` times the leader by its trials or, untried, by its remembered mean (one neither tried nor remembered
-        holds the search). With ``favourite_first`` (the favourite tried first) the bar is the leader itself, and the
-        favourite settles the request at once when its trials confirm what was expected of it (at least ``keep`` times
-        its remembered mean). A favourite that leads explores one option a request that is not yet remembered; the
-        others wait for later requests instead of each holding this one (from an empty memory every option held the
-        search until known on ``min_requests`` requests, some 26 trials: ``docs/data/regret-464f4c9/long-t0``). While
-        the memory has no favourite, the last request's leader tried first here (``handed``) stands for it, unconfirmed.
-        Whatever leads, a request that has tried ``explore`` options (0: no such cap) stops waiting for the unknown
-        others too (a condition's first request otherwise tried every option, eight trials in a 128-token request:
-        ``docs/data/regret-2549ba7/long-t0``). ``kin`` (label -> ``Drafter.shared_state_key``: options drafting with
-        one model, ``lowbit``'s settings and ``cascade``): a favourite that leads and pays but falls short of a mean
-        learnt on another machine (:meth:`learnt_elsewhere`) says how fast this one runs its draft model, and its
-        untried kin are expected at the same shortfall (on an Intel Xeon every ``lowbit`` option ran at about 0.6 of
-        the prior's means: ``experiments/2026-11-28-shared-cascade``). Once a favourite learnt
-        elsewhere falls short of it here, the prior's picture is in doubt: after ``explore`` options, the options only
-        the prior vouches for stop holding the request too. ``holding`` (a list) gets the labels of the untried options
-        holding the request by a mean this machine measured on ``min_requests`` requests of its own, best first: the
-        prior's means (another machine, seed prompts) screen but do not choose trials. Who calls it: the runner."""
+        holds the search). With ``favourite_first`` the bar is the leader itself, and the favourite settles the request
+        at once when its trials confirm it (at least ``keep`` times its remembered mean); while the memory has no
+        favourite, the last request's leader tried first (``handed``) stands for it, unconfirmed. A favourite that leads
+        explores one option not yet remembered a request, the others wait for later requests (each held the search
+        otherwise, some 26 trials: ``docs/data/regret-464f4c9/long-t0``); whatever leads, a request that has tried
+        ``explore`` options (0: no cap) stops waiting for the unknown too (``docs/data/regret-2549ba7/long-t0``).
+        ``kin`` (label -> ``Drafter.shared_state_key``: options drafting with one model): a favourite that leads and
+        pays but falls short of a mean :meth:`learnt_elsewhere` says how fast this machine runs its draft model, and its
+        untried kin are expected at the same shortfall (``experiments/2026-11-28-shared-cascade``); after ``explore``
+        options, the options only such a doubted prior vouches for stop holding the request. ``holding`` (a list)
+        gets the labels of the untried options holding the request by a mean this machine measured on
+        ``min_requests`` requests of its own, best first: the prior's means screen but do not choose trials. Who calls
+        it: the runner."""
         if not means:
             return False
-        leader = max(means, key=means.get)
-        best = means[leader]
+        best = means[leader := max(means, key=means.get)]
         favourite = self.favourite([o for o in options if not o.uses_layers]) if favourite_first else None
         leads = (favourite.label if favourite is not None else handed if favourite_first else None) == leader
         confirmed = leads and favourite is not None and best >= self.keep * self.remembered(leader)
-        explored = leads and any(self.expected(label) is None for label in means if label != leader)  # one unknown
-        capped = 0 < explore <= len(means)
-        explored = explored or capped
+        capped = 0 < explore <= len(means)  # below: explored one unknown, or explore options
+        explored = capped or leads and any(self.expected(label) is None for label in means if label != leader)
         shortfall = best / self.expected(leader) if leads and favourite is not None and not confirmed and kin \
             and kin.get(leader) is not None and self.learnt_elsewhere(leader) else 1.0
         doubted = capped and favourite is not None and favourite.label in means and self.learnt_elsewhere(
@@ -333,9 +339,8 @@ class SearchMemory:
         return settled and best >= min_speedup
 
     def forget_changed(self, fingerprints: dict[str, str]) -> None:
-        """Forget each remembered option whose drafter's fingerprint is not today's (``fingerprints``: label ->
-        :meth:`~leap.core.drafters.base.Drafter.fingerprint`), said once on stderr; what is learnt next is stamped
-        with today's. An entry without a fingerprint (set by hand, or a prior not stamped) takes today's."""
+        """Forget each option whose drafter's fingerprint is not today's (``fingerprints``: label -> fingerprint), said
+        once on stderr; what is learnt next, and an entry without one (set by hand, unstamped), takes today's."""
         self._fingerprints.update(fingerprints)
         changed = sorted({label for means in self.sets.values() for label, fp in fingerprints.items()
                           if label in means and means[label].get("fingerprint") not in (None, fp)})
@@ -347,7 +352,7 @@ class SearchMemory:
                 means.pop(label, None)
         if changed:
             self.forgotten.extend(changed)
-            _say(f"leap: the search memory forgot {', '.join(changed)}: their drafters changed since it measured them")
+            say_once(f"leap: the search memory forgot {', '.join(changed)}: their drafters changed since", _SAID)
 
     def prune(self, options: Sequence[Any], fingerprints: dict[str, str] | None = None) -> tuple[Any, ...]:
         """``options`` (objects with a ``label``) less those that keep losing; the best-remembered first. With
@@ -362,10 +367,9 @@ class SearchMemory:
         return self._ranked(options, {label: e["mean"] for label, e in seen.items()}, floor)
 
     def rank_drafters(self, options: Sequence[Any], fingerprints: dict[str, str] | None = None) -> tuple[Any, ...]:
-        """:meth:`prune` for options that stand for their whole drafter (objects with a ``name`` and a ``label``: the
-        drafter search at batch level, :func:`~leap.search.drafter_space.batch_options`, where a batch's chain length
-        is its bandit's cap, not the option's setting): each is judged by the best :meth:`expected` of any remembered
-        option of its drafter (what ``lowbit:num_tokens=14`` measured speaks for ``lowbit``)."""
+        """:meth:`prune` for options that stand for their whole drafter (with a ``name`` and a ``label``: the batch
+        level's, :func:`~leap.search.drafter_space.batch_options`, whose chain length is its bandit's cap), each judged
+        by the best :meth:`expected` of any option of its drafter (``lowbit:num_tokens=14``'s speaks for ``lowbit``)."""
         if fingerprints:
             self.forget_changed(fingerprints)
         names = {o.name for o in options}
@@ -388,13 +392,9 @@ class SearchMemory:
         return tuple(sorted(kept, key=lambda o: -seen.get(o.label, 0.0)))
 
 
-_SAID: set[str] = set()  # what _say said: once per process
+_SAID: set[str] = set()  # said on stderr once per process: a memory that is dropped or forgets is never silent
 
 
 def _copied(sets: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
     """A deep copy of a memory's sets of means (set -> label -> entry)."""
     return {name: {label: dict(entry) for label, entry in means.items()} for name, means in sets.items()}
-
-
-def _say(text: str) -> None:  # once per process, on stderr: a memory that is dropped or forgets is never silent
-    say_once(text, _SAID)
