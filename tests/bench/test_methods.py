@@ -73,13 +73,16 @@ def test_a_search_memory_built_elsewhere_is_read_named_and_kept_apart(tiny_llama
 
 
 def test_the_memorys_conditions_are_ablation_flags(tiny_llama):
-    """``memory_long_prompt=0`` and ``memory_sampled=false`` (``--method-arg``) reach the memory: one set for every
-    prompt length and temperature (red when the method drops them)."""
+    """``memory_long_prompt=0``, ``memory_sampled=false`` and ``memory_rescale=false`` (``--method-arg``) reach the
+    memory: one set for every prompt length and temperature, a prior kept at its scale (red when the method drops
+    them)."""
     kwargs = dict(drafters="suffix;prompt-lookup", steps_per_trial=2)
     default = make_method("leap-drafters", tiny_llama, **kwargs).memory
     assert default.condition(5000, temperature=1.0) == "sampled-long"
     one = make_method("leap-drafters", tiny_llama, memory_long_prompt=0, memory_sampled=False, **kwargs).memory
     assert one.condition(5000, temperature=1.0) == "short"
+    assert default.rescale and default.copy().rescale  # the prior's rescaling: ``memory_rescale=false``, the ablation
+    assert not make_method("leap-drafters", tiny_llama, memory_rescale=False, **kwargs).memory.rescale
 
 
 @pytest.mark.parametrize("name, ablation", [("explore", 0), ("kin", False), ("steady", False)])
