@@ -20,7 +20,7 @@ Spec-Bench) where its device type and dtype match: the first request prunes and 
 option (``docs/data/search_two_trials``). Each option counts as seen on ``min_requests`` requests at most, so this
 machine's requests outweigh it after a few (:meth:`learnt_elsewhere`: what this machine never measured); once it has
 measured options the floor is theirs (``docs/data/regret-xeon-186fde1/long-t0``). The prior's ranking travels, its
-scale does not: on Spec-Bench's long prompts every option ran at 0.36 to 0.79 of the long set's means, and a second
+scale does not: on Spec-Bench's long prompts every option ran at 0.33 to 0.93 of the long set's means, and a second
 request opened with the untried ``prompt-lookup`` the prior rated and spent its loss budget
 (``docs/data/regret-xeon-1a91eb4/long-t0``): so the first request a set measures here scales all its prior means by the
 median ratio of what it measured to what the prior said (:meth:`_rescale_prior`; ``rescale=False``: the ablation).
