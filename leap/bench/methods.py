@@ -1,11 +1,10 @@
 """Benchmark methods: one object per method name, each decoding token ids.
 
-A :class:`BenchMethod` turns a prompt's token ids into a :class:`MethodResult` (new tokens, decoding
-steps, accepted length per step, the configuration used, and the *parts* of its time it can name:
-prefill, decoding steps, search overhead). No method reports its own total: the harness
-(:mod:`leap.bench.harness`) holds one wall clock around the whole :meth:`BenchMethod.run` call -
-space building, search, probes, prefill and decoding - and records the parts beside it, with the
-remainder as ``other_s``. It calls :meth:`BenchMethod.run` once per prompt, turn, temperature and
+A :class:`BenchMethod` turns a prompt's token ids into a :class:`MethodResult` (new tokens, decoding steps, accepted
+length per step, the configuration used, and the *parts* of its time it can name: prefill, decoding steps, search
+overhead). No method reports its own total: the harness (:mod:`leap.bench.harness`) holds one wall clock around the
+whole :meth:`BenchMethod.run` call - space building, search, probes, prefill and decoding - and records the parts
+beside it, with the remainder as ``other_s``. It calls :meth:`BenchMethod.run` once per prompt, turn, temperature and
 run, interleaving the methods per prompt.
 
 Names resolve in this order (:func:`make_method`):
@@ -48,9 +47,9 @@ __all__ = ["BenchMethod", "BenchOptions", "MethodResult", "bench_methods", "make
 
 @dataclass(frozen=True)
 class BenchOptions:
-    """Settings every method shares: the online search's (``budget``, ``reward``, ``min_speedup``,
-    ``give_up``), the layer-skip draft's policy, the base seed of agents, and the tree verification
-    rule under sampling (``tree_verify``, a name from :data:`leap.core.verify.tree_rules.tree_rules`)."""
+    """Settings every method shares: the online search's (``budget``, ``reward``, ``min_speedup``, ``give_up``), the
+    layer-skip draft's policy, the base seed of agents, and the tree verification rule under sampling (``tree_verify``:
+    :data:`leap.core.verify.tree_rules.tree_rules`)."""
 
     budget: int = 40
     reward: str = "measured"
@@ -195,15 +194,14 @@ class SearchMethod(BenchMethod):
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool = True,
                  batch_kin_all_in: bool = True, batch_reward: str = "mean", batch_fresh_bar: bool = True,
-                 **agent_kwargs: Any) -> None:
+                 batch_kin_confidence: float | bool = 0.95, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory
         from leap.search.memory_store import memory_for
         from leap.search.runner import OnlineSearch, SearchSettings
 
         self.name = name
-        if isinstance(drafters, str):
-            drafters = [d for d in drafters.split(";") if d]
+        drafters = [d for d in drafters.split(";") if d] if isinstance(drafters, str) else drafters
         self._model, self._options, self._batch = model, drafters, None  # run_batch's (a BatchSearch)
         self._warm_batches: dict[float, list[list[int]]] = {}  # the last batch run_batch saw, per temperature
         caps = tuple(int(c) for c in (batch_caps.split(";") if isinstance(batch_caps, str) else batch_caps))
@@ -213,7 +211,8 @@ class SearchMethod(BenchMethod):
                                     prune=None if batch_prune in (None, False) else float(batch_prune),
                                     refresh=int(batch_refresh), rejoin=bool(batch_rejoin),
                                     judge_all_in=bool(batch_judge_all_in), kin_all_in=bool(batch_kin_all_in),
-                                    reward=str(batch_reward), fresh_bar=bool(batch_fresh_bar))
+                                    reward=str(batch_reward), fresh_bar=bool(batch_fresh_bar),
+                                    kin_confidence=batch_kin_confidence)
         if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start, kept across the run), prior (the "
                                 f"same from the prior leap ships: leap/data/search_memory), first (every request a new "
@@ -271,10 +270,11 @@ class SearchMethod(BenchMethod):
         memory leaves out on the shipped prior's word alone join once drafting, every cost counted, has not paid,
         ``batch_judge_all_in`` (its ``judge_all_in``, true; false: off) whether the loss budget runs again once
         drafting, every cost counted, has lost, ``batch_kin_all_in`` (its ``kin_all_in``, true; false: off) whether
-        drafters sharing the best's model state are pruned by their steps all in, ``batch_reward`` (its ``reward``:
-        mean, the default, or progress) what a step is worth, and the search's ``loss_budget`` holds per batch. Layer
-        options do not batch yet. With a memory, its batch set ranks the drafters before the first batch and learns
-        after each (what single requests measured is not read)."""
+        drafters sharing the best's model state are pruned by their steps all in, ``batch_kin_confidence`` (its
+        ``kin_confidence``, 0.95; false: the point estimates) how surely below, ``batch_reward`` (its ``reward``: mean,
+        the default, or progress) what a step is worth, and the search's ``loss_budget`` holds per batch. Layer options
+        do not batch yet. With a memory, its batch set ranks the drafters before the first batch and learns after each
+        (what single requests measured is not read)."""
         self._warm_batches[temperature] = batch  # after_warm_up warms the drafters of each condition on them
         if self._batch is None:
             from leap.search.batch import BatchSearch

@@ -36,6 +36,11 @@ after, where ``lowbit-auto`` ran 0.92-1.07: ``docs/data/regret-xeon-e00c909/b8-t
 switch among them is left out): those below ``prune`` times the best such stop drafting. Kept together, the two
 alternated at B = 4, ``cascade``'s steps giving less than ``lowbit``'s all in on 6 of the 7 seed batches where both
 drafted, and the search from an empty memory ran behind ``lowbit-auto`` (``experiments/2026-11-29-all-in-budget``).
+*Below* means below beyond the noise of their steps (``kin_confidence``, default 0.95:
+:meth:`~leap.core.policies.loss_budget.DraftingTally.below`); until it is, both draft on, and their tally grows with
+every batch. Judged by the point estimates of one batch's 9-16 steps each, which of the two went on at B = 4 and T = 1
+was a coin's toss - ``lowbit`` in one run, ``cascade`` in the next, its steps' goodput 0.90 of ``lowbit-auto``'s for the
+rest of the run (``docs/data/regret-amd-2775806/b4-t1``, ``docs/data/regret-amd-a4d3b97/b4-t1``).
 
 **The prior's word is not final** (``rejoin``, default on): the drafters a memory leaves out *on the shipped prior's
 word alone* (:meth:`~leap.search.memory.SearchMemory.learnt_elsewhere`: never measured on this machine) are not dropped
@@ -103,13 +108,16 @@ class BatchSearch:
         rejoin: the drafters the memory leaves out on the prior's word alone are held, and join once drafting, every
             cost counted, has not paid (module docstring); False: left out for the run (the ablation).
         kin_all_in: the best drafter's kin are pruned by their steps all in (module docstring); False: all stay.
+        kin_confidence: how sure the tally must be that a kin is below ``prune`` times the best before it stops
+            drafting (module docstring); None or False: the point estimates decide (the ablation).
     """
 
     def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
                  caps: Sequence[int] = (0, 2, 4, 8, 16), loss_budget: float | None = None,
                  screen: bool | str = True, switching: bool = False, first_step_setup: bool | str = "switch",
                  prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool = True,
-                 kin_all_in: bool = True, reward: str = "mean", fresh_bar: bool = True) -> None:
+                 kin_all_in: bool = True, reward: str = "mean", fresh_bar: bool = True,
+                 kin_confidence: float | bool | None = 0.95) -> None:
         if prune is not None and not 0 < prune <= 1:
             raise SettingsError(f"prune is a share of the best drafter's goodput in (0, 1], or None (off), got {prune}")
         self.model, self.memory, self.prune, self.rejoin = model, memory, prune, bool(rejoin)
@@ -118,6 +126,13 @@ class BatchSearch:
         self.switching, self.first_step_setup, self.refresh = switching, first_step_setup, int(refresh)
         self.fresh_bar = bool(fresh_bar)
         self.judge_all_in, self.kin_all_in, self.reward = bool(judge_all_in), bool(kin_all_in), reward
+        if kin_confidence is False or kin_confidence is None:  # the bench's false
+            self.kin_confidence = None
+        elif 0 < float(kin_confidence) < 1:
+            self.kin_confidence = float(kin_confidence)
+        else:
+            raise SettingsError(f"kin_confidence is a probability in (0, 1), or None (point estimates), got "
+                                f"{kin_confidence!r}")
         self.decoder: BatchDecoder | None = None  # the batch's, made at the first batch of its condition (below)
         self.labels: list[str] = []  # the decoder's drafters, in its order
         #: one decoder (and its labels) per condition of the memory ("batch", "sampled-batch"; "" without a memory),
@@ -178,14 +193,18 @@ class BatchSearch:
 
     def _kin_kept(self, kin: set[int]) -> set[int]:
         """Which of the best drafter's kin go on drafting: with ``kin_all_in``, those whose steps so far, all in
-        (:meth:`~leap.core.policies.loss_budget.DraftingTally.speedup`: no switch among kin to leave out), reach
-        ``prune`` times the best such; kin not yet counted stay (module docstring)."""
-        speedups = {d: self.decoder.tally.speedup(d) for d in kin} if self.kin_all_in else {}
+        (:meth:`~leap.core.policies.loss_budget.DraftingTally.speedup`: no switch among kin to leave out), are not
+        below ``prune`` times the best such (with ``kin_confidence``: beyond their noise); kin not yet counted stay
+        (module docstring)."""
+        tally = self.decoder.tally
+        speedups = {d: tally.speedup(d) for d in kin} if self.kin_all_in else {}
         measured = {d: s for d, s in speedups.items() if s}
         if len(measured) < 2:
             return kin
-        top = max(measured.values())
-        return {d for d in kin if d not in measured or measured[d] >= self.prune * top}
+        top = max(measured, key=measured.get)
+        if self.kin_confidence is None:  # the ablation: the point estimates decide
+            return {d for d in kin if d not in measured or measured[d] >= self.prune * measured[top]}
+        return {d for d in kin if not tally.below(d, top, self.prune, self.kin_confidence)}
 
     def _rejoin(self) -> None:
         """After a batch: once the decoder's tally of the run's drafting steps, every cost counted

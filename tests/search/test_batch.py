@@ -123,11 +123,13 @@ def test_the_elimination_judges_the_drafters_that_share_the_best_ones_state_by_t
     when one of them is the best after a batch, the bandit's values do not retire the other (which of the two is ahead
     by them after one batch is noise), while a drafter of its own state below the best is retired. Between the kin,
     their steps all in decide (the decoder's tally: fair among them): the one below the best such stops, and one not
-    yet counted stays; ``kin_all_in=False`` keeps both. Red when the kin are retired with the rest, kept whatever
-    their steps gave, or one not yet counted is retired."""
+    yet counted stays; ``kin_all_in=False`` keeps both. Here ``kin_confidence=None``: the point estimates decide
+    (below, the test of their noise). Red when the kin are retired with the rest, kept whatever their steps gave, or
+    one not yet counted is retired."""
     options = ["suffix", "lowbit:backend=torch-int8", "cascade:then_backend=torch-int8"]
     for kin_all_in in (True, False):
-        search = BatchSearch(tiny_llama, options, caps=(0, 2), loss_budget=None, prune=None, kin_all_in=kin_all_in)
+        search = BatchSearch(tiny_llama, options, caps=(0, 2), loss_budget=None, prune=None, kin_all_in=kin_all_in,
+                             kin_confidence=None)
         search.generate(PROMPTS, max_new_tokens=16)  # every arm pulled: every drafter's rows made
         suffix, lowbit, cascade = (search.labels.index(o) for o in options)
         assert search.decoder.kin(cascade) == {lowbit, cascade} and search.decoder.kin(suffix) == {suffix}
@@ -141,6 +143,35 @@ def test_the_elimination_judges_the_drafters_that_share_the_best_ones_state_by_t
         monkeypatch.setattr(search.decoder.tally, "speedup", {lowbit: 1.3, cascade: 1.1}.get)
         search.generate(PROMPTS, max_new_tokens=8)
         assert search.decoder.retired == ({suffix, cascade} if kin_all_in else {suffix})
+
+
+def test_a_kin_behind_the_best_stops_only_once_its_tally_says_so_beyond_noise(tiny_llama, monkeypatch):
+    """With ``kin_confidence`` (0.95 by default), a kin behind the best by the point estimates drafts on until the tally
+    says it is below beyond the noise of their steps (:meth:`~leap.core.policies.loss_budget.DraftingTally.below`,
+    asked at the search's ``prune`` and confidence), then stops. Red when the point estimates decide, the best is
+    asked whether it is below the other, or ``prune`` or the confidence do not reach the tally."""
+    options = ["lowbit:backend=torch-int8", "cascade:then_backend=torch-int8"]
+    search = BatchSearch(tiny_llama, options, caps=(0, 2), loss_budget=None, prune=0.9, kin_confidence=0.8)
+    search.generate(PROMPTS, max_new_tokens=16)
+    lowbit, cascade = (search.labels.index(o) for o in options)
+    monkeypatch.setattr(search.decoder, "goodput_over_plain", lambda rows: {lowbit: 1.2, cascade: 1.1})
+    monkeypatch.setattr(search.decoder.tally, "speedup", {lowbit: 1.3, cascade: 1.0}.get)
+    asked = []
+    verdict = {"decisive": False}
+
+    def below(drafter, other, share=1.0, confidence=0.95):
+        asked.append((drafter, other, share, confidence))
+        return verdict["decisive"] and drafter == cascade
+
+    monkeypatch.setattr(search.decoder.tally, "below", below)
+    search.generate(PROMPTS, max_new_tokens=8)
+    assert search.decoder.retired == set()  # 1.0 against 1.3, but within the noise: both draft on
+    assert (cascade, lowbit, 0.9, 0.8) in asked and all(other == lowbit for _, other, _, _ in asked)
+    verdict["decisive"] = True
+    search.generate(PROMPTS, max_new_tokens=8)
+    assert search.decoder.retired == {cascade}
+    with pytest.raises(SettingsError, match="kin_confidence"):
+        BatchSearch(tiny_llama, options, kin_confidence=1.5)
 
 
 def test_a_sampled_batch_reads_and_teaches_the_memorys_sampled_batch_set(tiny_llama):
