@@ -40,7 +40,8 @@ drafted, and the search from an empty memory ran behind ``lowbit-auto`` (``exper
 :meth:`~leap.core.policies.loss_budget.DraftingTally.below`); until it is, both draft on, and their tally grows with
 every batch. Judged by the point estimates of one batch's 9-16 steps each, which of the two went on at B = 4 and T = 1
 was a coin's toss - ``lowbit`` in one run, ``cascade`` in the next, its steps' goodput 0.90 of ``lowbit-auto``'s for the
-rest of the run (``docs/data/regret-amd-2775806/b4-t1``, ``docs/data/regret-amd-a4d3b97/b4-t1``).
+rest of the run (``docs/data/regret-amd-2775806/b4-t1``, ``docs/data/regret-amd-a4d3b97/b4-t1``;
+``experiments/2026-12-02-kin-noise``).
 
 **The prior's word is not final** (``rejoin``, default on): the drafters a memory leaves out *on the shipped prior's
 word alone* (:meth:`~leap.search.memory.SearchMemory.learnt_elsewhere`: never measured on this machine) are not dropped
