@@ -84,8 +84,8 @@ class DraftingTally:
         Cochran 1977, chapter 6). False where either has fewer than two counted steps. On Spec-Bench at B = 4 and
         T = 1, ``lowbit``'s and ``cascade``'s speedups after a first batch of 9-16 steps each stood 0.94 [0.82, 1.05]
         and 0.99 [0.89, 1.09], 1.56 [1.42, 1.70] and 1.71 [1.36, 2.32] (bootstrap intervals,
-        ``docs/data/regret-amd-a4d3b97/b4-t1``, ``experiments/2026-12-02-kin-noise``): which was ahead was noise, and the one kept drafted the rest of the
-        run (:class:`~leap.search.batch.BatchSearch`'s ``kin_confidence``)."""
+        ``docs/data/regret-amd-a4d3b97/b4-t1``, ``experiments/2026-12-02-kin-noise``): which was ahead was noise,
+        and the one kept drafted the rest of the run (:class:`~leap.search.batch.BatchSearch`'s ``kin_confidence``)."""
         from scipy.stats import t
 
         estimates = []
