@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leap.core.config import LayerConfig
-from leap.core.decoding.batch import BATCH_CAPS, BatchDecoder, batch_refusal
+from leap.core.decoding.batch import BatchDecoder, batch_refusal
 from leap.core.decoding.decoder import SelfSpecDecoder
 from leap.core.drafters import drafters
 from leap.core.errors import SettingsError, UnknownNameError
@@ -190,7 +190,7 @@ class SearchMethod(BenchMethod):
                  memory_sampled: bool = True, memory_rescale: bool = True, budget_s: float = 0.0,
                  give_up: int | None = None, favourite_first: bool = True, abandon: float = 0.5, explore: int = 4,
                  kin: bool = True, steady: bool = True,
-                 batch_caps: Sequence[int] | str = BATCH_CAPS, batch_screen: bool | str = True,
+                 batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool = True,
                  batch_kin_all_in: bool = True, batch_reward: str = "mean", batch_fresh_bar: bool = True,
@@ -257,9 +257,9 @@ class SearchMethod(BenchMethod):
 
     def run_batch(self, batch, *, max_new_tokens, temperature, seed):
         """The drafter search at batch level (:class:`~leap.search.batch.BatchSearch`): a goodput bandit over (drafter,
-        chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default
-        :data:`~leap.core.policies.batch_caps.BATCH_CAPS`; ``--method-arg leap-drafters:batch_caps='0;8'``) the
-        caps, ``batch_screen`` (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``screen``) how untried caps open, ``batch_switching`` (its
+        chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default 0, 2, 4, 8
+        and 16; ``--method-arg leap-drafters:batch_caps='0;8'``) are the caps, ``batch_screen``
+        (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``screen``) how untried caps open, ``batch_switching`` (its
         ``switching``, off) whether mid-batch only begun drafters explore, ``batch_first_step`` (its
         ``first_step_setup``: ``switch``, the default, true or false) which of a drafter's steps go unmeasured as its
         setup, ``batch_prune`` (:class:`~leap.search.batch.BatchSearch`'s ``prune``, 1.0; false: off) which drafters

@@ -85,7 +85,6 @@ from leap.core.decoding.batch import BatchDecoder, BatchOutcome
 from leap.core.drafters import drafters
 from leap.core.errors import SettingsError
 from leap.core.modeling.model import LeapModel
-from leap.core.policies.batch_caps import BATCH_CAPS
 from leap.search.drafter_space import batch_options
 from leap.search.memory import SearchMemory
 
@@ -115,7 +114,7 @@ class BatchSearch:
     """
 
     def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
-                 caps: Sequence[int] = BATCH_CAPS, loss_budget: float | None = None,
+                 caps: Sequence[int] = (0, 2, 4, 8, 16), loss_budget: float | None = None,
                  screen: bool | str = True, switching: bool = False, first_step_setup: bool | str = "switch",
                  prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool = True,
                  kin_all_in: bool = True, reward: str = "mean", fresh_bar: bool = True,

@@ -58,11 +58,10 @@ from leap.core.modeling.kv_cache import PromptKV
 from leap.core.config import LayerConfig
 from leap.core.modeling.layers import LayerStack, plan_for
 from leap.core.modeling.model import LeapModel
-from leap.core.policies.batch_caps import BATCH_CAPS, FixedCap, GoodputBandit, drafter_arms
 from leap.core.runtime.notices import say_once
 from leap.core.verify.sampling import SamplingSettings
 
-__all__ = ["BATCH_CAPS", "BatchDecoder", "BatchOutcome", "BatchRow", "batch_refusal"]
+__all__ = ["BatchDecoder", "BatchOutcome", "BatchRow", "batch_refusal"]
 
 _SAID: set[str] = set()
 
@@ -130,7 +129,7 @@ class BatchDecoder:
 
     def __init__(self, model: LeapModel, drafter: str | type[Drafter] | None = None, *,
                  drafter_kwargs: dict | None = None, layer_config: LayerConfig | None = None,
-                 num_tokens: int | str = 16, caps: Sequence[int] = BATCH_CAPS, compact_min: int = 64,
+                 num_tokens: int | str = 16, caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
                  switching: bool = False, first_step_setup: bool | str = False, refresh: int = 32,
                  fresh_bar: bool = True, judge_all_in: bool = True, reward: str = "mean",
@@ -273,6 +272,7 @@ class BatchDecoder:
         the rows in the batch, and what one batch measured is what the next one starts from (a run pays its
         exploration once); a row count met for the first time starts from the closest one's means
         (:meth:`~leap.core.policies.batch_caps.GoodputBandit.seeded`)."""
+        from leap.core.policies.batch_caps import FixedCap, GoodputBandit, drafter_arms
 
         if rows in self._policies:
             return self._policies[rows]
@@ -293,6 +293,7 @@ class BatchDecoder:
         bandit's arms of theirs close, now and in bandits made later (:meth:`GoodputBandit.retire
         <leap.core.policies.batch_caps.GoodputBandit.retire>`). :class:`~leap.search.batch.BatchSearch` calls it
         after each batch with the drafters its successive elimination has left out."""
+        from leap.core.policies.batch_caps import GoodputBandit
 
         self.retired = frozenset(int(d) for d in drafters)
         for policy in self._policies.values():
@@ -313,6 +314,7 @@ class BatchDecoder:
         """Each drafter's best goodput (over its caps) against plain decoding's, as the bandit of ``rows`` rows has
         measured them so far (drafter index -> ratio; empty without a bandit or a measured plain step): what
         :class:`~leap.search.batch.BatchSearch` teaches its memory after a batch."""
+        from leap.core.policies.batch_caps import GoodputBandit
 
         policy = self._policies.get(rows)
         means = policy.means() if isinstance(policy, GoodputBandit) else {}
@@ -392,6 +394,7 @@ class BatchDecoder:
     def plain_rate(self, rows: int) -> float | None:
         """A plain step's tokens a row a second at ``rows`` rows, as that row count's bandit measured it (None: not
         measured, or no bandit): :attr:`tally`'s yardstick."""
+        from leap.core.policies.batch_caps import GoodputBandit
 
         policy = self._policies.get(rows)
         return policy.means().get(self._plain_arm) if isinstance(policy, GoodputBandit) else None

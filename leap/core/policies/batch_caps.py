@@ -70,18 +70,9 @@ from collections.abc import Callable, Sequence
 from leap.core.errors import SettingsError
 from leap.core.ucb1 import ucb1_choice
 
-__all__ = ["BATCH_CAPS", "FixedCap", "GoodputBandit", "drafter_arms"]
+__all__ = ["FixedCap", "GoodputBandit", "drafter_arms"]
 
 Arm = int | tuple[int, int]  # a cap, or (drafter index, cap)
-
-#: The chain caps a batch's bandit picks among by default: plain decoding (0) and chains of 2, 4 and 8 - for one drafter
-#: (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``num_tokens="auto"``) and for the drafter search
-#: (:class:`~leap.search.batch.BatchSearch`) alike. A cap of 16 lost at every batch size measured with one drafter
-#: (issue 37), and in the search it was an arm near enough to the best to keep being pulled yet below it: over the
-#: 43 CPU batch-search runs of docs/data that drafted at 16 at full rows, its goodput was a median 0.89 (0.71-1.12) of
-#: the run's best other arm, below it in 38, over a median 0.24 of the drafting time
-#: (``experiments/2026-12-02-cap16/cap16_share.py``).
-BATCH_CAPS = (0, 2, 4, 8)
 
 
 class FixedCap:
