@@ -182,19 +182,18 @@ class SearchMethod(BenchMethod):
     def __init__(self, name: str, model: LeapModel, options: BenchOptions, agent: str, *, zones: bool = True,
                  groups: bool = True, search: bool = True, drafters: Sequence[str] | str | None = None,
                  steps_per_trial: int | None = None, budget: int | None = None, carry_over: int = 0,
-                 carry_renew: bool = False, loss_budget: float | None = None,
-                 zone_metric: str = "residual-ratio", group_metric: str = "ear-gain",
-                 metric_args: dict[str, dict[str, Any]] | None = None, low_bit: bool = False, low_bits: int = 8,
-                 seed: int | None = None, memory: str = "fresh", drafter_settings: bool = True,
-                 memory_horizon: int = 8, memory_recheck: int = 16, memory_long_prompt: int = 512,
-                 memory_sampled: bool = True, memory_rescale: bool = True, budget_s: float = 0.0,
-                 give_up: int | None = None, favourite_first: bool = True, abandon: float = 0.5, explore: int = 4,
-                 kin: bool = True, steady: bool = True,
+                 carry_renew: bool = False, loss_budget: float | None = None, zone_metric: str = "residual-ratio",
+                 group_metric: str = "ear-gain", metric_args: dict[str, dict[str, Any]] | None = None,
+                 low_bit: bool = False, low_bits: int = 8, seed: int | None = None, memory: str = "fresh",
+                 drafter_settings: bool = True, memory_horizon: int = 8, memory_recheck: int = 16,
+                 memory_long_prompt: int = 512, memory_sampled: bool = True, memory_rescale: bool = True,
+                 budget_s: float = 0.0, give_up: int | None = None, favourite_first: bool = True, abandon: float = 0.5,
+                 explore: int = 4, kin: bool = True, steady: bool = True,
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool = True,
                  batch_kin_all_in: bool = True, batch_reward: str = "mean", batch_fresh_bar: bool = True,
-                 batch_kin_confidence: float | bool = 0.95, **agent_kwargs: Any) -> None:
+                 batch_kin_confidence: float | bool = 0.95, batch_bar: bool = True, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory
         from leap.search.memory_store import memory_for
@@ -212,7 +211,7 @@ class SearchMethod(BenchMethod):
                                     refresh=int(batch_refresh), rejoin=bool(batch_rejoin),
                                     judge_all_in=bool(batch_judge_all_in), kin_all_in=bool(batch_kin_all_in),
                                     reward=str(batch_reward), fresh_bar=bool(batch_fresh_bar),
-                                    kin_confidence=batch_kin_confidence)
+                                    kin_confidence=batch_kin_confidence, batch_bar=bool(batch_bar))
         if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start, kept across the run), prior (the "
                                 f"same from the prior leap ships: leap/data/search_memory), first (every request a new "
@@ -264,8 +263,9 @@ class SearchMethod(BenchMethod):
         ``first_step_setup``: ``switch``, the default, true or false) which of a drafter's steps go unmeasured as its
         setup, ``batch_prune`` (:class:`~leap.search.batch.BatchSearch`'s ``prune``, 1.0; false: off) which drafters
         stop drafting after a batch (those below that share of the best's measured goodput), ``batch_refresh`` (32; 0:
-        off) after how many steps without it the bandit measures plain decoding again and ``batch_fresh_bar`` (true;
-        false: the ablation) how (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``refresh``, ``fresh_bar``),
+        off) after how many steps without it the bandit measures plain decoding again, ``batch_fresh_bar`` (true;
+        false: the ablation) how and ``batch_bar`` (true; false: the ablation) whether each batch measures its own
+        (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``refresh``, ``fresh_bar``, ``batch_bar``),
         ``batch_rejoin`` (:class:`~leap.search.batch.BatchSearch`'s ``rejoin``, true; false: off) whether the drafters a
         memory leaves out on the shipped prior's word alone join once drafting, every cost counted, has not paid,
         ``batch_judge_all_in`` (its ``judge_all_in``, true; false: off) whether the loss budget runs again once
@@ -388,7 +388,7 @@ def make_method(name: str, model: LeapModel, options: BenchOptions = BenchOption
         cap = _batch_cap(kwargs.pop("batch_cap", 16))
         batch_kw = dict(num_tokens=cap, screen=kwargs.pop("batch_screen", True),  # batch_cap=auto: BatchDecoder's
                         refresh=int(kwargs.pop("batch_refresh", 32)), reward=str(kwargs.pop("batch_reward", "mean")),
-                        fresh_bar=bool(kwargs.pop("batch_fresh_bar", True)))
+                        fresh_bar=bool(kwargs.pop("batch_fresh_bar", True)), batch_bar=kwargs.pop("batch_bar", True))
         decoder = SelfSpecDecoder(model, layer_config, policy, drafter=name, drafter_kwargs=kwargs,
                                   tree_verify=tree_verify)
         batch = None

@@ -28,11 +28,12 @@ batched (``layer_config``: a configuration of skipped and repeated layers): each
 the configuration's layers in one forward (:meth:`BatchState.draft_forward`, the rows' masks as verification's), and
 the draft's cache entries are dropped before the verification forward runs every layer.
 
-The chain cap per step is ``num_tokens`` (fixed), or chosen by :class:`~leap.core.policies.batch_caps.GoodputBandit` (``num_tokens="auto"``) from the goodput measured on the batch itself, with 0 (no drafting:
-plain batched decoding) among its arms - speculation turns itself off where it loses. One bandit per number
-of rows still in the batch, kept across calls, so later batches start from what earlier ones measured. Given several
-drafters (the drafter search at batch level: ``leap bench --batch-size B --methods leap-drafters``), every row
-holds one of each and the bandit's arms are ``(drafter, cap)`` pairs: each step drafts every row with the arm's
+The chain cap per step is ``num_tokens`` (fixed), or chosen by :class:`~leap.core.policies.batch_caps.GoodputBandit`
+(``num_tokens="auto"``) from the goodput measured on the batch itself, with 0 (plain batched decoding) among its arms:
+speculation turns itself off where it loses. One bandit per number of rows still in the batch, kept across calls, so
+later batches start from what earlier ones measured (plain's bar is each batch's: ``batch_bar``). Given several
+drafters (the drafter search at batch level: ``leap bench --batch-size B --methods leap-drafters``), every row holds
+one of each and the bandit's arms are ``(drafter, cap)`` pairs: each step drafts every row with the arm's
 drafter (the others still see every committed token when they next draft).
 
 On a GPU the eager batch is launch-bound; ``graphs=True`` keeps the same layout on static buffers with each layer a
@@ -58,6 +59,8 @@ from leap.core.modeling.kv_cache import PromptKV
 from leap.core.config import LayerConfig
 from leap.core.modeling.layers import LayerStack, plan_for
 from leap.core.modeling.model import LeapModel
+from leap.core.policies.batch_bar import BatchBar
+from leap.core.policies.batch_caps import FixedCap, GoodputBandit, drafter_arms
 from leap.core.runtime.notices import say_once
 from leap.core.verify.sampling import SamplingSettings
 
@@ -122,6 +125,8 @@ class BatchDecoder:
             every step it did not draft, for the others none; off: measured like the others.
         refresh, fresh_bar: with ``num_tokens="auto"``, plain decoding measured again after this many steps without it
             (:class:`~leap.core.policies.batch_caps.GoodputBandit`'s; ``fresh_bar=False``: the ablation).
+        batch_bar: with ``num_tokens="auto"``, the bar made again at each batch's start, from its own plain steps
+            (:mod:`leap.core.policies.batch_bar`); False: carried across batches (the ablation).
         graphs: decode on static buffers with each layer a CUDA graph (:mod:`leap.core.modeling.graphs.batch`; off a
             GPU the same path without capture); None: ``LEAP_BATCH_GRAPHS=1`` turns it on (off until a GPU run has
             measured it); a sliding-window model decodes eagerly.
@@ -133,7 +138,7 @@ class BatchDecoder:
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
                  switching: bool = False, first_step_setup: bool | str = False, refresh: int = 32,
                  fresh_bar: bool = True, judge_all_in: bool = True, reward: str = "mean",
-                 graphs: bool | None = None) -> None:
+                 graphs: bool | None = None, batch_bar: bool = True) -> None:
         from leap.core.drafters import drafters
         from leap.core.policies.loss_budget import DraftingTally, LossBudget
 
@@ -188,6 +193,7 @@ class BatchDecoder:
             raise SettingsError(f"first_step_setup is true, false or switch, got {first_step_setup!r}")
         self.switching, self.first_step_setup, self.refresh = bool(switching), first_step_setup, int(refresh)
         self._costs = None  # the calibration the screen reads (:meth:`_batch_costs`)
+        self.batch_bar = BatchBar(self._verify_cost, on=batch_bar)  # each batch's own bar (off: carried across)
         self.retired: frozenset[int] = frozenset()  #: drafters the caller has stopped (:meth:`retire`)
         self.graphs = (os.environ.get("LEAP_BATCH_GRAPHS", "0") == "1") if graphs is None else bool(graphs)
         self._engines: dict[int, Any] = {}  # rows -> BatchGraphs (:meth:`new_state`)
@@ -272,8 +278,6 @@ class BatchDecoder:
         the rows in the batch, and what one batch measured is what the next one starts from (a run pays its
         exploration once); a row count met for the first time starts from the closest one's means
         (:meth:`~leap.core.policies.batch_caps.GoodputBandit.seeded`)."""
-        from leap.core.policies.batch_caps import FixedCap, GoodputBandit, drafter_arms
-
         if rows in self._policies:
             return self._policies[rows]
         if self.num_tokens != "auto":
@@ -293,8 +297,6 @@ class BatchDecoder:
         bandit's arms of theirs close, now and in bandits made later (:meth:`GoodputBandit.retire
         <leap.core.policies.batch_caps.GoodputBandit.retire>`). :class:`~leap.search.batch.BatchSearch` calls it
         after each batch with the drafters its successive elimination has left out."""
-        from leap.core.policies.batch_caps import GoodputBandit
-
         self.retired = frozenset(int(d) for d in drafters)
         for policy in self._policies.values():
             if isinstance(policy, GoodputBandit):
@@ -314,8 +316,6 @@ class BatchDecoder:
         """Each drafter's best goodput (over its caps) against plain decoding's, as the bandit of ``rows`` rows has
         measured them so far (drafter index -> ratio; empty without a bandit or a measured plain step): what
         :class:`~leap.search.batch.BatchSearch` teaches its memory after a batch."""
-        from leap.core.policies.batch_caps import GoodputBandit
-
         policy = self._policies.get(rows)
         means = policy.means() if isinstance(policy, GoodputBandit) else {}
         arms = {(arm if isinstance(arm, tuple) else (0, arm)): value for arm, value in means.items()}
@@ -356,11 +356,13 @@ class BatchDecoder:
         budget, plain_arm = self.budget, self._plain_arm
         off = budget is not None and budget.begin(max_new_tokens)  # a batch to skip: no drafting now
         all_in_lost = self.judge_all_in and self.tally.lost_among(set(range(len(self.specs))) - self.retired)
+        self.batch_bar.begin()
         previous: int | None = None  # the drafter of the last step, None after a plain one
         drafted: set[int] = set()  # drafters whose first drafting step in this batch is behind it
         while not session.done:
             rows = len(session.active)
             policy = self.policy(rows)
+            self.batch_bar.prepare(policy, rows)  # the bar of this batch (batch_bar)
             begun = {d for d, rows_of in enumerate(session.drafter_sets) if rows_of is not None}
             arm = plain_arm if off else policy.choose(begun)
             drafter, cap = arm if isinstance(arm, tuple) else (0, arm)  # (drafter, cap) with several drafters
@@ -394,7 +396,5 @@ class BatchDecoder:
     def plain_rate(self, rows: int) -> float | None:
         """A plain step's tokens a row a second at ``rows`` rows, as that row count's bandit measured it (None: not
         measured, or no bandit): :attr:`tally`'s yardstick."""
-        from leap.core.policies.batch_caps import GoodputBandit
-
         policy = self._policies.get(rows)
         return policy.means().get(self._plain_arm) if isinstance(policy, GoodputBandit) else None

@@ -180,6 +180,28 @@ class GoodputBandit:
         leaves them out: the drafter search's memory has pruned them (:class:`~leap.search.batch.BatchSearch`)."""
         self.retired = frozenset(int(d) for d in drafters)
 
+    def rebar(self, seconds: float | None = None) -> None:
+        """Make the bar again for a new batch (:class:`~leap.core.policies.batch_bar.BatchBar`; with ``fresh_bar``,
+        else nothing changes): plain's last pulls are forgotten and either :attr:`REFRESH_PULLS` pulls are owed now
+        (``seconds`` None: measured in this batch) or one pull of ``seconds`` stands in for them (a plain step at this
+        row count as the cost model scales the bar this batch measured at another)."""
+        if not self.fresh_bar:
+            return
+        if seconds is None:
+            self.recent, self._owed = [], self.REFRESH_PULLS
+        else:
+            self.recent, self._owed = [(1.0, max(float(seconds), 1e-9))], 0
+
+    def bar_seconds(self) -> float | None:
+        """A plain step's seconds by the bar (its tokens a row over plain's goodput); None while pulls are owed or
+        before plain was pulled."""
+        plain = next((a for a, x in enumerate(self.caps) if _cap(x) == 0 and self.counts[a]), None)
+        if plain is None or self._owed or (self.fresh_bar and not self.recent):
+            return None
+        if self.fresh_bar:  # the mean of its last pulls' tokens over the median of their seconds (_value)
+            return statistics.mean(t for t, _ in self.recent) / max(self._value(plain), 1e-9)
+        return self.tokens[plain] / max(self.steps[plain], 1e-9) / max(self._value(plain), 1e-9)
+
     def _open(self, arm: int) -> bool:
         """Whether ``arm`` may be pulled now (the ladder: see the class docstring; a retired drafter's arms never)."""
         key = self.caps[arm]
@@ -287,7 +309,7 @@ class GoodputBandit:
             self.recent = [*self.recent, (float(committed), max(float(seconds), 1e-9))][-self.BAR_PULLS:]
             if self.refresh:
                 keep *= (1.0 - 1.0 / self.refresh) ** (self.clock - self.last[arm])
-                self._owed = max(self._owed - 1, 0)
+            self._owed = max(self._owed - 1, 0)
         self.clock += 1
         self.last[arm] = self.clock
         self.counts[arm] += 1

@@ -225,6 +225,31 @@ def test_the_bandit_is_rewarded_per_row_so_row_counts_compare(tiny_llama, monkey
     assert seen and all(c == 1.0 for c in seen)
 
 
+@pytest.mark.parametrize("batch_bar", [True, False])
+def test_each_batch_starts_by_measuring_its_own_bar(tiny_llama, monkeypatch, batch_bar):
+    """With ``batch_bar`` (the default) every batch makes its bandit's bar again before its first step - three plain
+    steps, however well drafting did in the batch before (leap.core.policies.batch_bar) - and off it makes none. Red
+    when the decoder does not begin a batch's bar (the second batch's first row count is not made again) or does not
+    pass the flag on."""
+    from leap.core.policies.batch_caps import GoodputBandit
+
+    made = []
+    rebar = GoodputBandit.rebar
+    monkeypatch.setattr(GoodputBandit, "rebar", lambda self, seconds=None: (made.append(seconds), rebar(self, seconds)))
+    batch = [[5, 9, 14, 5, 9], [6, 8, 6, 8, 11]]
+    alone = [_alone(tiny_llama, p, 10) for p in batch]
+    _NearOracle.reference = {tuple(p): a.token_ids + [0] * 20 for p, a in zip(batch, alone)}
+    decoder = BatchDecoder(tiny_llama, _NearOracle, num_tokens="auto", caps=(0, 2), refresh=0, batch_bar=batch_bar)
+    for n in range(2):
+        before = len(made)
+        out = decoder.generate(batch, max_new_tokens=10)
+        assert [row.token_ids for row in out.rows] == [a.token_ids for a in alone]
+        if batch_bar:
+            assert made[before] is None and out.caps[:3] == [0, 0, 0]  # measured in this batch, first
+        else:
+            assert len(made) == before == 0
+
+
 class _OneRowOracle(_NearOracle):
     """Right in the rows whose prompt is in :attr:`reference`, wrong (never accepted) in the others."""
 

@@ -1,0 +1,86 @@
+"""The bar of the batch at hand: plain decoding's goodput, against which every drafting arm is judged, measured in
+each batch rather than carried from an earlier one (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``batch_bar``,
+on by default).
+
+A run's cap bandits are kept across its batches, one per row count
+(:meth:`~leap.core.decoding.batch.BatchDecoder.policy`), and so was their bar: plain's last pulls, made whenever
+``refresh`` came due (:class:`~leap.core.policies.batch_caps.GoodputBandit`). But what a plain step costs is the
+batch's own - every step attends over the batch's longest prompt: on Spec-Bench at B = 8 on the AMD EPYC, ``ar``'s
+steps took 70 to 114 ms a batch (``docs/data/regret-amd-03f010e/b8-t0``) - and a bandit of fewer rows, first met at a
+batch's tail, inherited the bar of the full rows it was seeded from. In that run the search from the prior judged
+nine of its ten batches, at every row count, by one bar of 94 ms a step made of three pulls in its first batch, while
+``ar`` ran at 70 to 92 ms a step in nine of the ten; the tallies of the searches from the prior and from an empty
+memory said their drafting steps gave 1.19 and 1.03 times plain decoding, where their batches ran at 1.00 and 0.93 of
+``ar``'s (the same steps counted at ``ar``'s steps in each batch: 0.99 and 0.93, ``experiments/2026-12-03-batch-bar``).
+
+So at a batch's start :class:`BatchBar` makes the bar again: the bandit of its first row count forgets plain's last
+pulls and owes :attr:`~leap.core.policies.batch_caps.GoodputBandit.REFRESH_PULLS` new ones
+(:meth:`~leap.core.policies.batch_caps.GoodputBandit.rebar`); a bandit of another row count, first met later in the
+batch, takes that bar scaled by the cost model - a plain step at ``r`` rows against one at the measured count,
+:meth:`~leap.core.runtime.costs.Calibration.verify_rows` at one token a row - with no plain step spent. Without a
+calibration (the screen off) it keeps its own. The refresh still runs within a batch. What the decoder's
+:attr:`~leap.core.decoding.batch.BatchDecoder.tally` counts a drafting step's tokens at is the bar of its row count,
+so the tally judges each batch against that batch's plain steps too.
+
+Who calls what: :meth:`BatchDecoder.generate <leap.core.decoding.batch.BatchDecoder.generate>` calls :meth:`begin`
+before a batch and :meth:`prepare` with each step's cap policy before it chooses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from leap.core.policies.batch_caps import GoodputBandit
+
+__all__ = ["BatchBar"]
+
+
+class BatchBar:
+    """Makes each cap bandit's bar again once a batch (module docstring).
+
+    Args:
+        verify_cost: ``rows ->`` the batch's cost model at that many rows (``q ->`` a forward of ``q`` tokens a row,
+            :meth:`BatchDecoder._verify_cost <leap.core.decoding.batch.BatchDecoder._verify_cost>`), or None without
+            a calibration: a row count met after the batch's first keeps its own bar.
+        on: False: nothing is made again (the ablation: each bandit's bar carried across batches).
+    """
+
+    def __init__(self, verify_cost: Callable[[int], Callable[[int], float] | None], *, on: bool = True) -> None:
+        self.verify_cost, self.on = verify_cost, bool(on)
+        self._made: set[int] = set()  # the row counts whose bar this batch has made
+        self._source = None  # (rows, policy): the bandit whose pulls measure this batch's bar
+        self.measured: tuple[int, float] | None = None  #: this batch's bar: (rows, a plain step's seconds)
+
+    def begin(self) -> None:
+        """A new batch: every bar is made again as its row count is met."""
+        self._made, self._source, self.measured = set(), None, None
+
+    def prepare(self, policy, rows: int) -> None:
+        """Before ``policy`` (the cap policy of ``rows`` rows) chooses this batch's step: the first time this batch
+        meets ``rows``, make its bar (module docstring). A fixed cap has none."""
+        if not self.on or not isinstance(policy, GoodputBandit):
+            return
+        if self.measured is None and self._source is not None:
+            seconds = self._source[1].bar_seconds()
+            if seconds is not None:
+                self.measured = (self._source[0], seconds)
+        if rows in self._made:
+            return
+        self._made.add(rows)
+        if self._source is None:  # the batch's first row count: its bar measured now
+            policy.rebar(None)
+            self._source = (rows, policy)
+            return
+        scale = self._scale(rows)
+        if scale is not None:  # else (no cost model, or met before the bar was measured) its own bar stands
+            policy.rebar(self.measured[1] * scale)
+
+    def _scale(self, rows: int) -> float | None:
+        """A plain step at ``rows`` rows against one at the measured bar's, by the cost model (None: no bar measured
+        in this batch yet, or no cost model)."""
+        if self.measured is None:
+            return None
+        at, measured_at = self.verify_cost(rows), self.verify_cost(self.measured[0])
+        if at is None or measured_at is None:
+            return None
+        return at(1) / max(measured_at(1), 1e-12)
