@@ -193,7 +193,7 @@ class SearchMethod(BenchMethod):
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool = True,
                  batch_kin_all_in: bool = True, batch_reward: str = "mean", batch_fresh_bar: bool = True,
-                 batch_kin_confidence: float | bool = 0.95, batch_bar: bool = True, **agent_kwargs: Any) -> None:
+                 batch_kin_confidence: float | bool = 0.95, batch_bar: bool = False, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory
         from leap.search.memory_store import memory_for
@@ -264,7 +264,7 @@ class SearchMethod(BenchMethod):
         setup, ``batch_prune`` (:class:`~leap.search.batch.BatchSearch`'s ``prune``, 1.0; false: off) which drafters
         stop drafting after a batch (those below that share of the best's measured goodput), ``batch_refresh`` (32; 0:
         off) after how many steps without it the bandit measures plain decoding again, ``batch_fresh_bar`` (true;
-        false: the ablation) how and ``batch_bar`` (true; false: the ablation) whether each batch measures its own
+        false: the ablation) how and ``batch_bar`` (false; true did not pay) whether each batch measures its own
         (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``refresh``, ``fresh_bar``, ``batch_bar``),
         ``batch_rejoin`` (:class:`~leap.search.batch.BatchSearch`'s ``rejoin``, true; false: off) whether the drafters a
         memory leaves out on the shipped prior's word alone join once drafting, every cost counted, has not paid,
@@ -388,7 +388,7 @@ def make_method(name: str, model: LeapModel, options: BenchOptions = BenchOption
         cap = _batch_cap(kwargs.pop("batch_cap", 16))
         batch_kw = dict(num_tokens=cap, screen=kwargs.pop("batch_screen", True),  # batch_cap=auto: BatchDecoder's
                         refresh=int(kwargs.pop("batch_refresh", 32)), reward=str(kwargs.pop("batch_reward", "mean")),
-                        fresh_bar=bool(kwargs.pop("batch_fresh_bar", True)), batch_bar=kwargs.pop("batch_bar", True))
+                        fresh_bar=bool(kwargs.pop("batch_fresh_bar", True)), batch_bar=kwargs.pop("batch_bar", False))
         decoder = SelfSpecDecoder(model, layer_config, policy, drafter=name, drafter_kwargs=kwargs,
                                   tree_verify=tree_verify)
         batch = None

@@ -118,7 +118,7 @@ class BatchSearch:
                  screen: bool | str = True, switching: bool = False, first_step_setup: bool | str = "switch",
                  prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool = True,
                  kin_all_in: bool = True, reward: str = "mean", fresh_bar: bool = True,
-                 kin_confidence: float | bool | None = 0.95, batch_bar: bool = True) -> None:
+                 kin_confidence: float | bool | None = 0.95, batch_bar: bool = False) -> None:
         if prune is not None and not 0 < prune <= 1:
             raise SettingsError(f"prune is a share of the best drafter's goodput in (0, 1], or None (off), got {prune}")
         self.model, self.memory, self.prune, self.rejoin = model, memory, prune, bool(rejoin)

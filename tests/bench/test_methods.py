@@ -286,10 +286,10 @@ def test_the_searchs_caps_are_a_flag_and_a_fixed_drafters_bandit_keeps_its_own(t
     assert sorted({cap for _, cap in narrow._batch.decoder.policy(2).caps}) == [0, 2, 4, 8]
 
 
-def test_each_batchs_own_bar_is_on_by_default_and_its_ablation_a_flag(tiny_llama):
-    """Both the search and a fixed drafter's bandit make each batch's bar again (leap.core.policies.batch_bar) unless
-    told ``batch_bar=false``: red when the flag is dropped on the way or a default drifts."""
-    for flag, on in (({}, True), ({"batch_bar": False}, False)):
+def test_each_batchs_own_bar_is_a_flag_off_by_default(tiny_llama):
+    """Neither the search nor a fixed drafter's bandit makes each batch's bar again (leap.core.policies.batch_bar:
+    it did not pay) unless told ``batch_bar=true``: red when the flag is dropped on the way or a default drifts."""
+    for flag, on in (({}, False), ({"batch_bar": True}, True)):
         search = make_method("leap-drafters", tiny_llama, drafters="prompt-lookup;suffix", **flag)
         search.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
         assert search._batch.decoder.batch_bar.on is on

@@ -31,7 +31,7 @@ the draft's cache entries are dropped before the verification forward runs every
 The chain cap per step is ``num_tokens`` (fixed), or chosen by :class:`~leap.core.policies.batch_caps.GoodputBandit`
 (``num_tokens="auto"``) from the goodput measured on the batch itself, with 0 (plain batched decoding) among its arms:
 speculation turns itself off where it loses. One bandit per number of rows still in the batch, kept across calls, so
-later batches start from what earlier ones measured (plain's bar is each batch's: ``batch_bar``). Given several
+later batches start from what earlier ones measured (with ``batch_bar``, plain's bar is each batch's). Given several
 drafters (the drafter search at batch level: ``leap bench --batch-size B --methods leap-drafters``), every row holds
 one of each and the bandit's arms are ``(drafter, cap)`` pairs: each step drafts every row with the arm's
 drafter (the others still see every committed token when they next draft).
@@ -126,7 +126,7 @@ class BatchDecoder:
         refresh, fresh_bar: with ``num_tokens="auto"``, plain decoding measured again after this many steps without it
             (:class:`~leap.core.policies.batch_caps.GoodputBandit`'s; ``fresh_bar=False``: the ablation).
         batch_bar: with ``num_tokens="auto"``, the bar made again at each batch's start, from its own plain steps
-            (:mod:`leap.core.policies.batch_bar`); False: carried across batches (the ablation).
+            (:mod:`leap.core.policies.batch_bar`); off by default: carried across batches, it was no slower.
         graphs: decode on static buffers with each layer a CUDA graph (:mod:`leap.core.modeling.graphs.batch`; off a
             GPU the same path without capture); None: ``LEAP_BATCH_GRAPHS=1`` turns it on (off until a GPU run has
             measured it); a sliding-window model decodes eagerly.
@@ -138,7 +138,7 @@ class BatchDecoder:
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
                  switching: bool = False, first_step_setup: bool | str = False, refresh: int = 32,
                  fresh_bar: bool = True, judge_all_in: bool = True, reward: str = "mean",
-                 graphs: bool | None = None, batch_bar: bool = True) -> None:
+                 graphs: bool | None = None, batch_bar: bool = False) -> None:
         from leap.core.drafters import drafters
         from leap.core.policies.loss_budget import DraftingTally, LossBudget
 

@@ -1,6 +1,6 @@
 """The bar of the batch at hand: plain decoding's goodput, against which every drafting arm is judged, measured in
 each batch rather than carried from an earlier one (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``batch_bar``,
-on by default).
+off by default: it makes the tally honest, and did not make the search faster - below).
 
 A run's cap bandits are kept across its batches, one per row count
 (:meth:`~leap.core.decoding.batch.BatchDecoder.policy`), and so was their bar: plain's last pulls, made whenever
@@ -21,6 +21,14 @@ batch, takes that bar scaled by the cost model - a plain step at ``r`` rows agai
 calibration (the screen off) it keeps its own. The refresh still runs within a batch. What the decoder's
 :attr:`~leap.core.decoding.batch.BatchDecoder.tally` counts a drafting step's tokens at is the bar of its row count,
 so the tally judges each batch against that batch's plain steps too.
+
+Measured (``bash experiments/2026-12-03-batch-bar/ablation.sh OUT`` at ``c1d44d6``, where it was on, with
+``batch_bar=false`` beside it: ``docs/data/batch-bar-c1d44d6``): at B = 8 the tallies came near ``ar``'s steps (from
+the prior 1.03 by the batch's bar against 1.01 by ``ar``'s steps, where the bar carried across batches said 1.20
+against 1.05; at B = 4 either bar's tally was off by up to a tenth, either way), but the search was no faster: 0.98
+[0.95, 1.01] of itself with the bar carried, pooled over the 80 batches of B = 8 and B = 4 at T = 0 and 1 from both
+starts; 0.97 and 0.96 at B = 4, T = 0, where a batch of 20 to 28 steps paid its three plain pulls; ``lowbit-auto``
+0.99 to 1.01 of itself. So it stays a flag (``leap bench --method-arg M:batch_bar=true``), off.
 
 Who calls what: :meth:`BatchDecoder.generate <leap.core.decoding.batch.BatchDecoder.generate>` calls :meth:`begin`
 before a batch and :meth:`prepare` with each step's cap policy before it chooses.
