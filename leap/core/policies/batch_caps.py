@@ -193,14 +193,11 @@ class GoodputBandit:
             self.recent, self._owed = [(1.0, max(float(seconds), 1e-9))], 0
 
     def bar_seconds(self) -> float | None:
-        """A plain step's seconds by the bar (its tokens a row over plain's goodput); None while pulls are owed or
-        before plain was pulled."""
-        plain = next((a for a, x in enumerate(self.caps) if _cap(x) == 0 and self.counts[a]), None)
-        if plain is None or self._owed or (self.fresh_bar and not self.recent):
+        """A plain step's seconds by the bar: the median of plain's last pulls' (``fresh_bar``); None while pulls are
+        owed, before plain was pulled, or without ``fresh_bar`` (whose bar :meth:`rebar` leaves alone)."""
+        if not self.fresh_bar or self._owed or not self.recent:
             return None
-        if self.fresh_bar:  # the mean of its last pulls' tokens over the median of their seconds (_value)
-            return statistics.mean(t for t, _ in self.recent) / max(self._value(plain), 1e-9)
-        return self.tokens[plain] / max(self.steps[plain], 1e-9) / max(self._value(plain), 1e-9)
+        return statistics.median(s for _, s in self.recent)
 
     def _open(self, arm: int) -> bool:
         """Whether ``arm`` may be pulled now (the ladder: see the class docstring; a retired drafter's arms never)."""

@@ -227,7 +227,7 @@ def test_the_bandit_is_rewarded_per_row_so_row_counts_compare(tiny_llama, monkey
 
 @pytest.mark.parametrize("batch_bar", [True, False])
 def test_each_batch_starts_by_measuring_its_own_bar(tiny_llama, monkeypatch, batch_bar):
-    """With ``batch_bar`` (the default) every batch makes its bandit's bar again before its first step - three plain
+    """With ``batch_bar`` (off by default) every batch makes its bandit's bar again before its first step - three plain
     steps, however well drafting did in the batch before (leap.core.policies.batch_bar) - and off it makes none. Red
     when the decoder does not begin a batch's bar (the second batch's first row count is not made again) or does not
     pass the flag on."""
@@ -240,7 +240,7 @@ def test_each_batch_starts_by_measuring_its_own_bar(tiny_llama, monkeypatch, bat
     alone = [_alone(tiny_llama, p, 10) for p in batch]
     _NearOracle.reference = {tuple(p): a.token_ids + [0] * 20 for p, a in zip(batch, alone)}
     decoder = BatchDecoder(tiny_llama, _NearOracle, num_tokens="auto", caps=(0, 2), refresh=0, batch_bar=batch_bar)
-    for n in range(2):
+    for _ in range(2):
         before = len(made)
         out = decoder.generate(batch, max_new_tokens=10)
         assert [row.token_ids for row in out.rows] == [a.token_ids for a in alone]
