@@ -22,7 +22,8 @@
 # ARGS='...' adds leap bench arguments to every cell: an ablation is a flag, e.g.
 #   ARGS='--method-arg leap-drafters:batch_judge_all_in=true --method-arg leap-drafters-prior:batch_judge_all_in=true'
 # Usage: [CELLS='b4-t0 b8-t0'] [DEVICE=cpu|cuda] [ARGS='...'] [LONG_N=10] bash benchmarks/regret.sh OUT_DIR
-# On the project's 2-core CPUs the whole CPU set took 40 minutes (AMD EPYC, at 2775806) and 58 (Intel Xeon, at 1a91eb4);
+# On the project's 2-core CPUs the whole CPU set took 40 minutes (AMD EPYC, at 2775806) and 67 (Intel Xeon, at 459c126,
+# its first calibration included);
 # the four single-request cells alone 41 on another AMD EPYC host (a4d3b97, its first calibration included).
 # The ablation of the prior's rescaling: ARGS='--method-arg leap-drafters-prior:memory_rescale=false'.
 # On one H200 a GPU cell took about 3 minutes, plus about a minute of calibration the first time (tools/gpu_stage.sh
