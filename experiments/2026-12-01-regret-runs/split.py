@@ -5,10 +5,13 @@ by what the request did (``searched``: it ran trials; ``carried``: it ran none, 
 as geometric means with the requests' count and the worst request (each request's figure where a group holds four
 or fewer). A batch cell's batches split by whether the search drafted in them at all (``drafted``) or decoded every
 step plainly (``wholly plain``: the same work as plain decoding's, so their ratio is the host's noise).
+``--trials``: instead, every search request in order (each ``leap-drafters*`` method, each run of the main-job cell)
+with its prompt's tokens, its trials (option: reward) and what it kept and carried.
 
 Reads the records only. Usage:
 python experiments/2026-12-01-regret-runs/split.py [--base lowbit] docs/data/regret-amd-b0635b7/b1-t0 ...
 python experiments/2026-12-01-regret-runs/split.py --base ar docs/data/regret-amd-b0635b7/b8-t0
+python experiments/2026-12-01-regret-runs/split.py --trials docs/data/regret-amd-b0635b7/main-job
 """
 
 from __future__ import annotations
@@ -46,8 +49,24 @@ def split(folder: str, base: str = "lowbit") -> dict[str, dict[str, list[float]]
     return out
 
 
+def trials(folder: str) -> None:
+    """Print every search request of ``folder`` in order: its trials, the option it kept and its carry verdict."""
+    for line in open(f"{folder}/records.jsonl"):
+        record = json.loads(line)
+        if record.get("kind") != "answer" or not record["method"].startswith("leap-drafters"):
+            continue
+        tried = ", ".join(f"{config}: {reward:.2f}" for config, reward in
+                          zip(record.get("trial_configs") or (), record.get("trial_rewards") or ()))
+        print(f"{record['method']} run {record['run']} {record['question_id']} ({record['prompt_tokens']} tokens): "
+              f"[{tried}] kept {record.get('config')}; {record.get('search_carry')}")
+
+
 def main(argv: list[str]) -> None:
     base = "lowbit"
+    if argv[:1] == ["--trials"]:
+        for folder in argv[1:]:
+            trials(folder)
+        return
     if argv[:1] == ["--base"]:
         base, argv = argv[1], argv[2:]
     for folder in argv:
