@@ -60,7 +60,7 @@ def generate_with_search(model: Any, prompt: str | Sequence[int], *, agent: str 
     from leap.core import SelfSpecDecoder
     from leap.search.drafter_space import DEFAULT_DRAFTERS
     from leap.search.factory import agent_factory
-    from leap.search.memory_store import memory_for
+    from leap.search.memory.store import memory_for
     from leap.search.runner import OnlineSearch, SearchSettings
 
     model = _model(model)

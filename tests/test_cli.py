@@ -157,7 +157,7 @@ def test_compare_rounds_start_from_the_memory_as_it_was_and_it_learns_once(model
 
 def test_an_empty_memory_starts_from_the_shipped_prior_unless_no_prior(model_dir, capsys, tmp_path, monkeypatch):
     """The record names the memory the search started from; --no-prior is the ablation (a flag, not a code edit)."""
-    from leap.search import memory_store as memory_module
+    from leap.search.memory import store as memory_module
 
     monkeypatch.setattr(memory_module, "PRIOR_DIR", tmp_path / "priors")
     (tmp_path / "priors").mkdir()

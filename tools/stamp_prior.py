@@ -14,7 +14,7 @@ import json
 
 from leap.core.modeling.model import load_model
 from leap.search.drafter_space import option_fingerprints, parse_option
-from leap.search.memory import FIELDS
+from leap.search.memory.means import FIELDS
 
 
 def main() -> None:

@@ -196,7 +196,7 @@ class SearchMethod(BenchMethod):
                  batch_kin_confidence: float | bool = 0.95, batch_bar: bool = False, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory
-        from leap.search.memory_store import memory_for
+        from leap.search.memory.store import memory_for
         from leap.search.runner import OnlineSearch, SearchSettings
 
         self.name = name
@@ -305,7 +305,7 @@ class SearchMethod(BenchMethod):
 
     def run(self, ids, *, max_new_tokens, temperature, seed):
         if self._first:  # a new machine's first request: the memory back to the shipped prior, a new search
-            from leap.search.memory_store import memory_for
+            from leap.search.memory.store import memory_for
 
             self.memory = memory_for(self._model, persist=False, prior=True, **self._memory_settings)
             self.runner = self._searcher()

@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
             return outcome, outcome.to_dict()
         return _search(decoder)
 
-    from leap.search.memory_store import memory_for
+    from leap.search.memory.store import memory_for
 
     drafters = None
     if args.drafters and method not in ("ar", "self-spec"):

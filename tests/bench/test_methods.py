@@ -102,7 +102,7 @@ def test_memory_first_makes_every_request_a_new_machines_first(tiny_llama, tmp_p
     of the first request is kept: the second would start from what the first learnt, or carry its choice)."""
     import json
 
-    from leap.search import memory_store as memory_module
+    from leap.search.memory import store as memory_module
 
     monkeypatch.setattr(memory_module, "PRIOR_DIR", tmp_path)
     (tmp_path / f"{tiny_llama.name}.json").write_text(json.dumps(
@@ -127,7 +127,7 @@ def test_memory_prior_without_a_shipped_prior_for_the_device_says_it_starts_empt
     with a prior for the device it is silent."""
     import json
 
-    from leap.search import memory_store as memory_module
+    from leap.search.memory import store as memory_module
 
     monkeypatch.setattr(memory_module, "PRIOR_DIR", tmp_path)
     make_method("leap-drafters", tiny_llama, memory="prior", drafters="suffix")

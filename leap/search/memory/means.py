@@ -11,19 +11,12 @@ mean over two prompts it could copy from pruned the steady ``lowbit`` options ot
 (``docs/data/regret-7212270/long-t0``, 484). Options not seen enough stay in; after a request whose choice did not pay
 the cut is wider (``keep`` squared). The batch sets (below) rank by means alone.
 
-It persists under ``$LEAP_CACHE/search_memory`` per model, device and dtype (:mod:`leap.search.memory_store`) or lives
+It persists under ``$LEAP_CACHE/search_memory`` per model, device and dtype (:mod:`leap.search.memory.store`) or lives
 in memory only (``path=None``: a benchmark's, never scoring evaluation prompts by an earlier run's); ``--no-memory``.
 
-**The shipped prior.** A memory still empty starts from the prior leap ships for the model
-(``leap/data/search_memory/<model>.json``, made by ``benchmarks/search_prior.sh`` on leap's seed prompts, never
-Spec-Bench) where its device type and dtype match: the first request prunes and screens with it instead of trying every
-option (``docs/data/search_two_trials``). Each option counts as seen on ``min_requests`` requests at most, so this
-machine's requests outweigh it after a few (:meth:`learnt_elsewhere`: what this machine never measured); once it has
-measured options the floor is theirs (``docs/data/regret-xeon-186fde1/long-t0``). The prior's ranking travels, its
-scale does not: on Spec-Bench's long prompts every option ran at 0.33 to 0.93 of the long set's means, and a second
-request opened with the untried ``prompt-lookup`` the prior rated and spent its loss budget
-(``docs/data/regret-xeon-1a91eb4/long-t0``): so the first request a set measures here scales all its prior means by the
-median ratio of what it measured to what the prior said (:meth:`_rescale_prior`; ``rescale=False``: the ablation).
+**The shipped prior.** A memory still empty starts from the prior leap ships for the model where its device type and
+dtype match, each option counted as seen on ``min_requests`` requests at most, and the first request a set of it
+measures here gives the set this machine's scale (:mod:`leap.search.memory.prior`; ``rescale=False``: the ablation).
 ``leap bench`` uses the prior only when asked (``memory=prior``).
 
 **Ageing.** Each remembered option carries its drafter's :meth:`~leap.core.drafters.base.Drafter.fingerprint`: an
@@ -49,12 +42,12 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from leap.core.runtime.notices import say_once
+from leap.search.memory.prior import prior_sets, rescale
 
 __all__ = ["SearchMemory"]
 
@@ -138,12 +131,7 @@ class SearchMemory:
     def start_from_prior(self, path: str | Path) -> None:
         """Take a shipped prior's sets (see the module docstring), each entry counted on ``min_requests`` requests at
         most; the memory's own file is written at its first :meth:`observe`."""
-        data = json.loads(Path(path).read_text())
-        self.sets = {key: {label: {"requests": min(int(entry["requests"]), self.min_requests),
-                                   "mean": float(entry["mean"]), "var": float(entry.get("var", 0.0)), "last": 0,
-                                   "here": 0, "fingerprint": entry.get("fingerprint")}
-                           for label, entry in data.get(field, {}).items()}
-                     for key, field in FIELDS}
+        self.sets = prior_sets(json.loads(Path(path).read_text()), FIELDS, self.min_requests)
         self.requests = 0
         self.last_paid = True
         self.prior = Path(path)
@@ -177,16 +165,11 @@ class SearchMemory:
         self.save()
 
     def _rescale_prior(self, values: dict[str, float]) -> None:
-        """Where every entry of this request's set is the shipped prior's (:meth:`learnt_elsewhere`), scale them all by
-        the median ratio of what this request measured (``values``, label -> speedup) to the prior's means for the same
-        options, before they are learnt (module docstring, *the shipped prior*); said in the file's ``prior_scales``."""
-        means = self.stats
-        ratios = [v / means[k]["mean"] for k, v in values.items() if k in means and means[k]["mean"] > 0]
-        if not ratios or not all(self.learnt_elsewhere(label) for label in means):
-            return
-        scale = self.scales[self.length] = float(statistics.median(ratios))
-        for entry in means.values():
-            entry["mean"], entry["var"] = entry["mean"] * scale, entry.get("var", 0.0) * scale ** 2
+        """Give this request's set, while it is the shipped prior's alone, this machine's scale
+        (:func:`~leap.search.memory.prior.rescale`: ``values`` label -> speedup); said in the file's ``prior_scales``."""
+        scale = rescale(self.stats, values, self.learnt_elsewhere)
+        if scale is not None:
+            self.scales[self.length] = scale
 
     def observe_batch(self, goodput: dict[str, float]) -> None:
         """One batch (in a batch set, :meth:`condition`): each drafter's best goodput over plain batched decoding's, as

