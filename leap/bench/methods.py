@@ -171,6 +171,13 @@ def _batch_cap(value: Any) -> int | str:
     raise SettingsError(f"batch_cap takes a number of draft tokens or auto, got {value!r}")
 
 
+def _judge(value: Any) -> bool | float:
+    """``batch_judge_all_in=true|false|CONFIDENCE`` (JSON true/false arrive as bools, a number as a float)."""
+    if isinstance(value, bool) or str(value).lower() in ("true", "false"):
+        return value if isinstance(value, bool) else str(value).lower() == "true"
+    return float(value)
+
+
 def _first_step(value: Any) -> bool | str:
     """``batch_first_step=true|false|switch`` (JSON true/false arrive as bools)."""
     return "switch" if str(value) == "switch" else str(value).lower() in ("true", "1")
@@ -191,7 +198,7 @@ class SearchMethod(BenchMethod):
                  explore: int = 4, kin: bool = True, steady: bool = True,
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
-                 batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool = True,
+                 batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool | float = True,
                  batch_kin_all_in: bool = True, batch_reward: str = "mean", batch_fresh_bar: bool = True,
                  batch_kin_confidence: float | bool = 0.95, batch_bar: bool = False, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
@@ -209,7 +216,7 @@ class SearchMethod(BenchMethod):
                                     switching=bool(batch_switching), first_step_setup=_first_step(batch_first_step),
                                     prune=None if batch_prune in (None, False) else float(batch_prune),
                                     refresh=int(batch_refresh), rejoin=bool(batch_rejoin),
-                                    judge_all_in=bool(batch_judge_all_in), kin_all_in=bool(batch_kin_all_in),
+                                    judge_all_in=_judge(batch_judge_all_in), kin_all_in=bool(batch_kin_all_in),
                                     reward=str(batch_reward), fresh_bar=bool(batch_fresh_bar),
                                     kin_confidence=batch_kin_confidence, batch_bar=bool(batch_bar))
         if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
@@ -256,25 +263,16 @@ class SearchMethod(BenchMethod):
 
     def run_batch(self, batch, *, max_new_tokens, temperature, seed):
         """The drafter search at batch level (:class:`~leap.search.batch.BatchSearch`): a goodput bandit over (drafter,
-        chain cap) arms, plain decoding among them, kept across the run's batches; ``batch_caps`` (default 0, 2, 4, 8
-        and 16; ``--method-arg leap-drafters:batch_caps='0;8'``) are the caps, ``batch_screen``
-        (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``screen``) how untried caps open, ``batch_switching`` (its
-        ``switching``, off) whether mid-batch only begun drafters explore, ``batch_first_step`` (its
-        ``first_step_setup``: ``switch``, the default, true or false) which of a drafter's steps go unmeasured as its
-        setup, ``batch_prune`` (:class:`~leap.search.batch.BatchSearch`'s ``prune``, 1.0; false: off) which drafters
-        stop drafting after a batch (those below that share of the best's measured goodput), ``batch_refresh`` (32; 0:
-        off) after how many steps without it the bandit measures plain decoding again, ``batch_fresh_bar`` (true;
-        false: the ablation) how and ``batch_bar`` (false; true did not pay) whether each batch measures its own
-        (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``refresh``, ``fresh_bar``, ``batch_bar``),
-        ``batch_rejoin`` (:class:`~leap.search.batch.BatchSearch`'s ``rejoin``, true; false: off) whether the drafters a
-        memory leaves out on the shipped prior's word alone join once drafting, every cost counted, has not paid,
-        ``batch_judge_all_in`` (its ``judge_all_in``, true; false: off) whether the loss budget runs again once
-        drafting, every cost counted, has lost, ``batch_kin_all_in`` (its ``kin_all_in``, true; false: off) whether
-        drafters sharing the best's model state are pruned by their steps all in, ``batch_kin_confidence`` (its
-        ``kin_confidence``, 0.95; false: the point estimates) how surely below, ``batch_reward`` (its ``reward``: mean,
-        the default, or progress) what a step is worth, and the search's ``loss_budget`` holds per batch. Layer options
-        do not batch yet. With a memory, its batch set ranks the drafters before the first batch and learns after each
-        (what single requests measured is not read)."""
+        chain cap) arms, plain decoding among them, kept across the run's batches. Its settings are method arguments
+        named ``batch_`` and the setting (docs/bench.md): ``batch_caps`` (0, 2, 4, 8 and 16;
+        ``--method-arg leap-drafters:batch_caps='0;8'``), ``batch_screen``, ``batch_switching``,
+        ``batch_first_step`` (``first_step_setup``), ``batch_refresh``, ``batch_fresh_bar`` and ``batch_bar``
+        (:class:`~leap.core.decoding.batch.BatchDecoder`'s), ``batch_prune`` (false: off), ``batch_rejoin``,
+        ``batch_judge_all_in`` (true: the point estimate; a confidence such as 0.95: beyond noise; false: off),
+        ``batch_kin_all_in``, ``batch_kin_confidence`` (false: the point estimates) and ``batch_reward``
+        (:class:`~leap.search.batch.BatchSearch`'s, each documented there); the search's ``loss_budget`` holds per
+        batch. Layer options do not batch yet. With a memory, its batch set ranks the drafters before the first batch
+        and learns after each (what single requests measured is not read)."""
         self._warm_batches[temperature] = batch  # after_warm_up warms the drafters of each condition on them
         if self._batch is None:
             from leap.search.batch import BatchSearch

@@ -116,7 +116,7 @@ class BatchSearch:
     def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
                  caps: Sequence[int] = (0, 2, 4, 8, 16), loss_budget: float | None = None,
                  screen: bool | str = True, switching: bool = False, first_step_setup: bool | str = "switch",
-                 prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool = True,
+                 prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool | float = True,
                  kin_all_in: bool = True, reward: str = "mean", fresh_bar: bool = True,
                  kin_confidence: float | bool | None = 0.95, batch_bar: bool = False) -> None:
         if prune is not None and not 0 < prune <= 1:
@@ -126,7 +126,7 @@ class BatchSearch:
         self.caps, self.loss_budget, self.screen = tuple(int(c) for c in caps), loss_budget, screen
         self.switching, self.first_step_setup, self.refresh = switching, first_step_setup, int(refresh)
         self.fresh_bar, self.batch_bar = bool(fresh_bar), bool(batch_bar)
-        self.judge_all_in, self.kin_all_in, self.reward = bool(judge_all_in), bool(kin_all_in), reward
+        self.judge_all_in, self.kin_all_in, self.reward = judge_all_in, bool(kin_all_in), reward
         if kin_confidence is False or kin_confidence is None:  # the bench's false
             self.kin_confidence = None
         elif 0 < float(kin_confidence) < 1:

@@ -256,6 +256,9 @@ def test_the_drafter_searchs_batch_flags_reach_its_batch_decoder(tiny_llama):
                            batch_kin_all_in=False, **kwargs)
     ablation.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
     assert not ablation._batch.rejoin and not ablation._batch.decoder.judge_all_in and not ablation._batch.kin_all_in
+    sure = make_method("leap-drafters", tiny_llama, batch_judge_all_in=0.95, **kwargs)  # judged beyond noise
+    sure.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
+    assert sure._batch.decoder.judge_all_in == 0.95 and plain._batch.decoder.judge_all_in is True
     assert plain._batch.kin_confidence == 0.95 and ablation._batch.kin_confidence == 0.95
     for value, expected in ((False, None), (0.8, 0.8)):  # false: the point estimates decide kin
         kin = make_method("leap-drafters", tiny_llama, batch_kin_confidence=value, **kwargs)

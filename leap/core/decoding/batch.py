@@ -39,10 +39,9 @@ drafter (the others still see every committed token when they next draft).
 On a GPU the eager batch is launch-bound; ``graphs=True`` keeps the same layout on static buffers with each layer a
 CUDA graph (:mod:`leap.core.modeling.graphs.batch`, :meth:`BatchDecoder.new_state`).
 
-Who calls what: ``leap bench --batch-size B`` (:mod:`leap.bench.harness`, through
-:meth:`leap.bench.methods.BenchMethod.run_batch`) and library code call :meth:`BatchDecoder.generate`, which steps a
-:class:`~leap.core.decoding.batch_session.BatchSession` (:meth:`BatchDecoder.start`) with its cap policy;
-``LeapBatchSpec-v0`` steps one with an agent's caps.
+Who calls what: ``leap bench --batch-size B`` (:meth:`leap.bench.methods.BenchMethod.run_batch`) and library code call
+:meth:`BatchDecoder.generate`, which steps a :class:`~leap.core.decoding.batch_session.BatchSession`
+(:meth:`BatchDecoder.start`) with its cap policy; ``LeapBatchSpec-v0`` steps one with an agent's caps.
 """
 
 from __future__ import annotations
@@ -103,7 +102,9 @@ class BatchDecoder:
             bandit), then the bandit alone decides. None: off.
         judge_all_in: the bandit's word that something pays is not taken while the drafters not retired have lost,
             every cost counted (:attr:`tally`), to plain decoding; the loss budget then counts a switch's catching up
-            too (:mod:`leap.core.policies.loss_budget`). False: the bandit's word alone.
+            too (:mod:`leap.core.policies.loss_budget`). A confidence in (0, 1): not taken until they have paid beyond
+            the noise of their steps (:meth:`~leap.core.policies.loss_budget.DraftingTally.paid_among`). False: the
+            bandit's word alone.
         reward: what a step is worth to the bandit, the budget and the tally (:attr:`BatchSession.worth
             <leap.core.decoding.batch_session.BatchSession.worth>`): ``"mean"``, its tokens a row, ``"progress"``, how
             far it moved the batch's laggard, or ``"slowest"``, its tokens a row scaled to the slowest row's rate.
@@ -137,7 +138,7 @@ class BatchDecoder:
                  num_tokens: int | str = 16, caps: Sequence[int] = (0, 2, 4, 8), compact_min: int = 64,
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
                  switching: bool = False, first_step_setup: bool | str = False, refresh: int = 32,
-                 fresh_bar: bool = True, judge_all_in: bool = True, reward: str = "mean",
+                 fresh_bar: bool = True, judge_all_in: bool | float = True, reward: str = "mean",
                  graphs: bool | None = None, batch_bar: bool = False) -> None:
         from leap.core.drafters import drafters
         from leap.core.policies.loss_budget import DraftingTally, LossBudget
@@ -183,8 +184,10 @@ class BatchDecoder:
                                 f"best (where it beats the best arm) or false (the ladder alone), got {screen!r}")
         self.loss_budget, self.screen = loss_budget, bool(screen) and num_tokens == "auto"
         self.budget = LossBudget(loss_budget) if loss_budget is not None else None
+        if not isinstance(judge_all_in, bool) and not 0 < float(judge_all_in) < 1:
+            raise SettingsError(f"judge_all_in is true, false or a confidence in (0, 1), got {judge_all_in!r}")
         #: the run's drafting steps, every cost counted, against plain steps for their tokens (one a decoder)
-        self.tally, self.judge_all_in, self.fresh_bar = DraftingTally(), bool(judge_all_in), bool(fresh_bar)
+        self.tally, self.judge_all_in, self.fresh_bar = DraftingTally(), judge_all_in, bool(fresh_bar)
         if reward not in ("mean", "progress", "slowest"):
             raise SettingsError(f"reward is mean (tokens a row), progress (the laggard's tokens) or slowest (tokens "
                                 f"a row scaled to the slowest row's rate), got {reward!r}")
@@ -199,10 +202,9 @@ class BatchDecoder:
         self._engines: dict[int, Any] = {}  # rows -> BatchGraphs (:meth:`new_state`)
 
     def _rows(self, which: int, prompts: list[list[int]], settings: SamplingSettings, caches: Sequence) -> list[Drafter]:
-        """Drafter ``which``'s rows for new requests: one instance per row, kept across calls (as a
-        :class:`SelfSpecDecoder` keeps its drafter across requests: ``begin`` starts each request afresh) and
-        joined once (:meth:`Drafter.join_rows`: lowbit's rows share one llama.cpp context), then told the prompts
-        together (:meth:`Drafter.begin_rows`)."""
+        """Drafter ``which``'s rows for new requests: one instance per row, kept across calls (``begin`` starts each
+        request afresh) and joined once (:meth:`Drafter.join_rows`: lowbit's rows share one llama.cpp context), then
+        told the prompts together (:meth:`Drafter.begin_rows`)."""
         name, kwargs = self.specs[which]
         if len(self._pools[which]) < len(prompts):
             pool = [make_drafter(name, **kwargs) if isinstance(name, str) else name(**kwargs) for _ in prompts]
@@ -232,23 +234,20 @@ class BatchDecoder:
         """Another drafter (its index) whose rows, at least ``rows`` of them, hold a model state ``drafter``'s may share
         (:meth:`Drafter.shared_state_key <leap.core.drafters.base.Drafter.shared_state_key>`: ``cascade`` and the
         ``lowbit`` options, one low-bit runner), as :class:`~leap.search.runner.OnlineSearch` shares them across a
-        request's trials; None: none made yet. Apart, each kept a llama.cpp context of its own and caught it up on
-        everything the other had committed whenever the bandit switched between them (at B = 8 on the Xeon, up to 1.4 s
-        a switch in a 13 s batch: ``experiments/2026-11-28-batch-shared-runner``)."""
+        request's trials; None: none made yet. Apart, each caught its own llama.cpp context up on a switch (B = 8, Xeon:
+        up to 1.4 s a switch in a 13 s batch, ``experiments/2026-11-28-batch-shared-runner``)."""
         key = drafter.shared_state_key()
         return None if key is None else next((w for w, pool in enumerate(self._pools) if w != which
                                               and len(pool) >= rows and pool[0].shared_state_key() == key), None)
 
     def kin(self, drafter: int) -> set[int]:
-        """``drafter`` and the drafters whose rows share its model state (:meth:`_twin`): switching among them catches
-        no context up, so :class:`~leap.search.batch.BatchSearch`'s elimination keeps them together."""
+        """``drafter`` and those whose rows share its model state (:meth:`_twin`): no switch among them catches up."""
         return {d for d, group in enumerate(self._state_group) if group == self._state_group[drafter]}
 
     def new_state(self, rows: int, needed: int) -> BatchState:
         """A batch's cache for ``rows`` rows of up to ``needed`` tokens each: on static buffers with its layers replayed
-        (``graphs``: one :class:`~leap.core.modeling.graphs.batch.BatchGraphs` per row count, kept across batches and
-        made anew, its graphs captured again, only for a batch that needs more slots), else leap's eager cache; eager
-        too while an earlier batch of this decoder still holds the buffers (said once)."""
+        (``graphs``: one :class:`~leap.core.modeling.graphs.batch.BatchGraphs` per row count, made anew only for a
+        batch that needs more slots), else leap's eager cache, as while another batch holds the buffers (said once)."""
         if not self.graphs or self.stack.window:
             return BatchState(self.stack, rows, needed)
         from leap.core.modeling.graphs.batch import ROOM, BatchGraphs, StaticBatchState
@@ -355,7 +354,8 @@ class BatchDecoder:
         session = self.start(prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
         budget, plain_arm = self.budget, self._plain_arm
         off = budget is not None and budget.begin(max_new_tokens)  # a batch to skip: no drafting now
-        all_in_lost = self.judge_all_in and self.tally.lost_among(set(range(len(self.specs))) - self.retired)
+        all_in_lost = self.judge_all_in is not False and not self.tally.paid_among(  # not paid, all in (Args)
+            set(range(len(self.specs))) - self.retired, None if self.judge_all_in is True else self.judge_all_in)
         self.batch_bar.begin()
         previous: int | None = None  # the drafter of the last step, None after a plain one
         drafted: set[int] = set()  # drafters whose first drafting step in this batch is behind it

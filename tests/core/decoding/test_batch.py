@@ -510,6 +510,35 @@ def test_once_the_runs_drafting_has_lost_all_in_the_budget_runs_whatever_the_ban
     assert any(told) and len(told) == out.steps - switches  # drafting in play has not lost: the bandit's word
 
 
+
+def _tally_steps(tally, drafter, steps):
+    """Give ``tally`` ``drafter``'s counted steps, ``(seconds, plain seconds for their tokens)`` each."""
+    tally.by_drafter[drafter] = [sum(s for s, _ in steps), sum(g for _, g in steps)]
+    tally.moments[drafter] = [len(steps), sum(s * s for s, _ in steps), sum(g * g for _, g in steps),
+                              sum(s * g for s, g in steps)]
+
+
+def test_judged_beyond_noise_the_bandits_word_waits_until_drafting_has_paid_surely(tiny_llama, monkeypatch):
+    """``judge_all_in=0.95``: a tally whose point estimate says the drafters in play paid (1.05) but not beyond the
+    noise of its ten steps is not taken as paid - the budget is told nothing pays, as for a tally that lost - while
+    ``judge_all_in=True`` takes the point estimate; a tally surely above plain decoding (1.5, steady) leaves the
+    bandit's word standing, and a confidence outside (0, 1) is refused. Red when the decoder passes no confidence on,
+    or reads the point estimate for it."""
+    batch, max_new = [[5, 9, 14, 7], [6, 6, 8, 11, 6]], 30
+    alone = [_alone(tiny_llama, p, max_new).token_ids for p in batch]
+    _Oracle.reference = {tuple(p): a + [0] * 40 for p, a in zip(batch, alone)}
+    _steady_clock(monkeypatch)
+    noisy = [(0.1, 0.05), (0.1, 0.16)] * 5  # 1.05 of plain decoding, give or take 0.18
+    for judged, steps, trusted in ((True, noisy, True), (0.95, noisy, False), (0.95, [(0.1, 0.15)] * 10, True)):
+        decoder = BatchDecoder(tiny_llama, [(_KeepsContext, {}), (_Wrong, {})], num_tokens="auto", caps=(0, 2),
+                               loss_budget=10.0, first_step_setup="switch", screen=False, judge_all_in=judged)
+        _tally_steps(decoder.tally, 0, steps)
+        told, out, switches = _budget_sees(decoder, batch, max_new, monkeypatch)
+        assert [r.token_ids for r in out.rows] == alone
+        assert any(told) == trusted and len(told) == (out.steps - switches if trusted else out.steps - 1)
+    with pytest.raises(SettingsError, match="judge_all_in"):
+        BatchDecoder(tiny_llama, "prompt-lookup", num_tokens="auto", judge_all_in=1.5)
+
 class _Counted(_Wrong):
     """Counts the rows begun on a prompt (class-wide)."""
 

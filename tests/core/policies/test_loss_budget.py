@@ -165,3 +165,23 @@ def test_below_holds_its_confidence_when_two_drafters_are_level_and_sees_a_true_
     cleared = gap[0]
     cleared.clear()
     assert not cleared.below(0, 1) and cleared.moments == {}
+
+
+def test_paid_among_beyond_noise_holds_its_confidence_and_sees_a_true_gain():
+    """``paid_among(drafters, 0.95)``: drafting level with plain decoding (speedup 1.0, noisy steps) is called paid in
+    about 2.5% of 400 runs of 30 steps (at most 5%; the point estimate, ``confidence=None``, calls it paid in about
+    half: drafting went on at a loss so); a true 1.3 is called paid in most runs of 30 steps. Steps pool over the
+    drafters named; fewer than two counted steps leave the bandit's word standing (True). Red when the quantile is
+    left out, the standard error is taken per step rather than over their sum, or one step is judged (each planted)."""
+    rng = np.random.default_rng(1)
+    unbiased = np.exp(-0.3 ** 2 / 2)  # _draws' lognormal noise has mean exp(0.045): this speedup is 1.0 on average
+    level = [_tally_of({0: _draws(rng, 30, unbiased)}) for _ in range(400)]
+    assert sum(t.paid_among({0}, 0.95) for t in level) / len(level) <= 0.05
+    assert 0.3 < sum(t.paid_among({0}) for t in level) / len(level) < 0.7  # the point estimate: a coin's toss
+    assert all(t.paid_among({0}) == (not t.lost_among({0})) for t in level)
+    gain = [_tally_of({0: _draws(rng, 30, 1.3 * unbiased)}) for _ in range(100)]
+    assert sum(t.paid_among({0}, 0.95) for t in gain) / len(gain) >= 0.9
+    pooled = _tally_of({0: _draws(rng, 30, 1.3 * unbiased), 1: [(1.0, 0.2)] * 30})  # one that pays, one that loses badly
+    assert pooled.paid_among({0}, 0.95) and not pooled.paid_among({0, 1}, 0.95) and not pooled.paid_among({1})
+    one = _tally_of({0: [(0.1, 0.05)]})  # one counted step (losing): too few to judge beyond noise
+    assert one.paid_among({0}, 0.95) and not one.paid_among({0}) and DraftingTally().paid_among({0}, 0.95)
