@@ -111,9 +111,10 @@ class DraftingTally:
         """Whether drafting with ``drafters`` (those still in play) has paid, all in: without ``confidence``, not
         :meth:`lost_among`; with it, their pooled speedup is above plain decoding beyond the noise of their steps - by
         more than Student's t quantile (two-sided ``confidence``) times its standard error (:meth:`_estimate`). True
-        before two of their steps are counted: until the tally can speak, the bandit's word stands. At B = 8 on the
-        AMD EPYC, where no drafter paid, a tally that read 1.06 by its point estimate let drafting go on in eight of
-        ten batches at 0.94 of plain decoding's speed (``experiments/2026-12-07-same-work-noise``)."""
+        before two of their steps are counted: until the tally can speak, the bandit's word stands. Off by default
+        (``BatchDecoder``'s ``judge_all_in=True``): on the AMD EPYC's batch cells it was no faster, since at B = 8 the
+        tally's bar, not its noise, read drafting up to a fifth better than it was
+        (``experiments/2026-12-07-judge-beyond-noise``)."""
         if confidence is None:
             return not self.lost_among(drafters)
         from scipy.stats import t
