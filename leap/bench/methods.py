@@ -120,7 +120,8 @@ def batch_result(out: Any, labels: Sequence[str] = (), decoder: Any = None) -> M
     extra = {"row_token_ids": [r.token_ids for r in rows], "row_new_tokens": [len(r.token_ids) for r in rows],
              "row_latency_s": [r.latency_s for r in rows], "batch_caps": out.caps,
              "batch_step_rows": out.step_rows, "batch_step_committed": out.step_committed,
-             "batch_step_s": out.step_s, "batch_step_progress": out.step_progress, "batch_step_worth": out.step_worth}
+             "batch_step_s": out.step_s, "batch_step_progress": out.step_progress, "batch_step_worth": out.step_worth,
+             "batch_step_draft_s": out.step_draft_s, "batch_step_width": out.step_width}
     if len(labels) > 1:
         extra["batch_drafters"] = [labels[i] if cap else "plain" for i, cap in zip(out.drafters, out.caps)]
     if decoder is not None:
@@ -172,7 +173,7 @@ def _batch_cap(value: Any) -> int | str:
 
 
 def _judge(value: Any) -> bool | float:
-    """``batch_judge_all_in=true|false|CONFIDENCE`` (JSON true/false arrive as bools, a number as a float)."""
+    """``batch_judge_all_in=true|false|CONFIDENCE``, ``batch_bar=true|false|MARGIN`` (true/false: bools; numbers: floats)."""
     if isinstance(value, bool) or str(value).lower() in ("true", "false"):
         return value if isinstance(value, bool) else str(value).lower() == "true"
     return float(value)
@@ -200,7 +201,7 @@ class SearchMethod(BenchMethod):
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool | float = True,
                  batch_kin_all_in: bool = True, batch_reward: str = "mean", batch_fresh_bar: bool = True,
-                 batch_kin_confidence: float | bool = 0.95, batch_bar: bool = False, **agent_kwargs: Any) -> None:
+                 batch_kin_confidence: float | bool = 0.95, batch_bar: bool | float = False, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory
         from leap.search.memory.store import memory_for
@@ -218,7 +219,7 @@ class SearchMethod(BenchMethod):
                                     refresh=int(batch_refresh), rejoin=bool(batch_rejoin),
                                     judge_all_in=_judge(batch_judge_all_in), kin_all_in=bool(batch_kin_all_in),
                                     reward=str(batch_reward), fresh_bar=bool(batch_fresh_bar),
-                                    kin_confidence=batch_kin_confidence, batch_bar=bool(batch_bar))
+                                    kin_confidence=batch_kin_confidence, batch_bar=_judge(batch_bar))
         if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start, kept across the run), prior (the "
                                 f"same from the prior leap ships: leap/data/search_memory), first (every request a new "
@@ -386,7 +387,7 @@ def make_method(name: str, model: LeapModel, options: BenchOptions = BenchOption
         cap = _batch_cap(kwargs.pop("batch_cap", 16))
         batch_kw = dict(num_tokens=cap, screen=kwargs.pop("batch_screen", True),  # batch_cap=auto: BatchDecoder's
                         refresh=int(kwargs.pop("batch_refresh", 32)), reward=str(kwargs.pop("batch_reward", "mean")),
-                        fresh_bar=bool(kwargs.pop("batch_fresh_bar", True)), batch_bar=kwargs.pop("batch_bar", False))
+                        fresh_bar=bool(kwargs.pop("batch_fresh_bar", True)), batch_bar=_judge(kwargs.pop("batch_bar", False)))
         decoder = SelfSpecDecoder(model, layer_config, policy, drafter=name, drafter_kwargs=kwargs,
                                   tree_verify=tree_verify)
         batch = None

@@ -118,14 +118,14 @@ class BatchSearch:
                  screen: bool | str = True, switching: bool = False, first_step_setup: bool | str = "switch",
                  prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool | float = True,
                  kin_all_in: bool = True, reward: str = "mean", fresh_bar: bool = True,
-                 kin_confidence: float | bool | None = 0.95, batch_bar: bool = False) -> None:
+                 kin_confidence: float | bool | None = 0.95, batch_bar: bool | float = False) -> None:
         if prune is not None and not 0 < prune <= 1:
             raise SettingsError(f"prune is a share of the best drafter's goodput in (0, 1], or None (off), got {prune}")
         self.model, self.memory, self.prune, self.rejoin = model, memory, prune, bool(rejoin)
         self.options = batch_options(options, model)
         self.caps, self.loss_budget, self.screen = tuple(int(c) for c in caps), loss_budget, screen
         self.switching, self.first_step_setup, self.refresh = switching, first_step_setup, int(refresh)
-        self.fresh_bar, self.batch_bar = bool(fresh_bar), bool(batch_bar)
+        self.fresh_bar, self.batch_bar = bool(fresh_bar), batch_bar
         self.judge_all_in, self.kin_all_in, self.reward = judge_all_in, bool(kin_all_in), reward
         if kin_confidence is False or kin_confidence is None:  # the bench's false
             self.kin_confidence = None

@@ -126,8 +126,7 @@ class BatchDecoder:
             every step it did not draft, for the others none; off: measured like the others.
         refresh, fresh_bar: with ``num_tokens="auto"``, plain decoding measured again after this many steps without it
             (:class:`~leap.core.policies.batch_caps.GoodputBandit`'s; ``fresh_bar=False``: the ablation).
-        batch_bar: with ``num_tokens="auto"``, the bar made again at each batch's start, from its own plain steps
-            (:mod:`leap.core.policies.batch_bar`); off by default: carried across batches, it was no slower.
+        batch_bar: with ``num_tokens="auto"``, each batch's own bar: True, a margin or False (:class:`BatchBar`'s).
         graphs: decode on static buffers with each layer a CUDA graph (:mod:`leap.core.modeling.graphs.batch`; off a
             GPU the same path without capture); None: ``LEAP_BATCH_GRAPHS=1`` turns it on (off until a GPU run has
             measured it); a sliding-window model decodes eagerly.
@@ -139,7 +138,7 @@ class BatchDecoder:
                  compact_share: float = 0.5, loss_budget: float | None = None, screen: bool | str = True,
                  switching: bool = False, first_step_setup: bool | str = False, refresh: int = 32,
                  fresh_bar: bool = True, judge_all_in: bool | float = True, reward: str = "mean",
-                 graphs: bool | None = None, batch_bar: bool = False) -> None:
+                 graphs: bool | None = None, batch_bar: bool | float = False) -> None:
         from leap.core.drafters import drafters
         from leap.core.policies.loss_budget import DraftingTally, LossBudget
 
@@ -354,9 +353,10 @@ class BatchDecoder:
         session = self.start(prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
         budget, plain_arm = self.budget, self._plain_arm
         off = budget is not None and budget.begin(max_new_tokens)  # a batch to skip: no drafting now
+        in_play = set(range(len(self.specs))) - self.retired
         all_in_lost = self.judge_all_in is not False and not self.tally.paid_among(  # not paid, all in (Args)
-            set(range(len(self.specs))) - self.retired, None if self.judge_all_in is True else self.judge_all_in)
-        self.batch_bar.begin()
+            in_play, None if self.judge_all_in is True else self.judge_all_in)
+        self.batch_bar.begin(self.tally.speedup_among(in_play))
         previous: int | None = None  # the drafter of the last step, None after a plain one
         drafted: set[int] = set()  # drafters whose first drafting step in this batch is behind it
         while not session.done:

@@ -97,6 +97,7 @@ class BatchSession:
         #: the last step's drafting seconds (every row's chain) and draft tokens accepted over all rows: what a cap
         #: policy's cost-model screen reads (:class:`~leap.core.policies.batch_caps.GoodputBandit`'s ``verify_cost``)
         self.draft_s, self.accepted = 0.0, 0
+        self.width = 1  #: the last step's verification width: tokens a row it verified (1 + the longest chain)
 
     def _rows(self, which: int) -> list:
         """Drafter ``which``'s rows, made and begun on the prompts now if this batch has not drafted with it yet."""
@@ -228,7 +229,7 @@ class BatchSession:
             self.slowest_share(drafter, self.SLOWEST_PRIOR_STEPS) if reward == "slowest" and cap else 1.0))
         self.caps.append(cap)
         self.drafter_choices.append(drafter)
-        self.steps.append((rows, committed, seconds, self.progress, self.worth))
+        self.steps.append((rows, committed, seconds, self.progress, self.worth, self.begin_s + self.draft_s, self.width))
         return committed, seconds
 
     def _step(self, cap: int) -> int:
@@ -237,7 +238,7 @@ class BatchSession:
         t_draft = time.perf_counter()
         drafts = self._draft(cap)
         self.draft_s, self.accepted = time.perf_counter() - t_draft, 0
-        q = 1 + max(len(d.tokens) for d in drafts)
+        q = self.width = 1 + max(len(d.tokens) for d in drafts)
         rows_in = []  # per row: its tokens, their positions, which are real (a row's chain padded to q)
         for r, draft in zip(active, drafts):
             n, base = 1 + len(draft.tokens), len(tokens[r]) - 1
@@ -299,6 +300,6 @@ class BatchSession:
 
     def outcome(self) -> BatchOutcome:
         total = time.perf_counter() - self.t0
-        columns = [list(c) for c in zip(*self.steps)] if self.steps else [[] for _ in range(5)]
+        columns = [list(c) for c in zip(*self.steps)] if self.steps else [[] for _ in range(7)]
         return BatchOutcome(self.rows, len(self.caps), self.prefill_s, total - self.prefill_s, list(self.caps),
                             list(self.drafter_choices), *columns)

@@ -49,6 +49,10 @@ class BatchOutcome:
     step_progress: list[int] = field(default_factory=list)  #: how far each step moved the batch's laggard
     #: what each step was worth to the decoder's bandit, budget and tally (its ``reward``: ``BatchSession.worth``)
     step_worth: list[float] = field(default_factory=list)
+    #: per step: its drafting seconds (a drafter's rows begun included) and its verification's width (tokens a row
+    #: verified: 1 + the longest chain; 1 for a plain step) - with ``step_s``, what its verification alone took
+    step_draft_s: list[float] = field(default_factory=list)
+    step_width: list[int] = field(default_factory=list)
 
     @property
     def new_tokens(self) -> int:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from leap.core.errors import SettingsError
 from leap.core.policies.batch_caps import GoodputBandit
 
 __all__ = ["BatchBar"]
@@ -50,23 +51,37 @@ class BatchBar:
         verify_cost: ``rows ->`` the batch's cost model at that many rows (``q ->`` a forward of ``q`` tokens a row,
             :meth:`BatchDecoder._verify_cost <leap.core.decoding.batch.BatchDecoder._verify_cost>`), or None without
             a calibration: a row count met after the batch's first keeps its own bar.
-        on: False: nothing is made again (the ablation: each bandit's bar carried across batches).
+        on: True: in every batch; a margin ``m > 0``: only in a batch that starts while the run's drafting is
+            undecided - its all-in speedup over plain decoding (:meth:`begin`'s ``lead``) not yet counted or below
+            ``1 + m`` (module docstring: where the bar can decide); False: never (each bandit's bar carried across
+            batches).
     """
 
-    def __init__(self, verify_cost: Callable[[int], Callable[[int], float] | None], *, on: bool = True) -> None:
-        self.verify_cost, self.on = verify_cost, bool(on)
+    def __init__(self, verify_cost: Callable[[int], Callable[[int], float] | None], *,
+                 on: bool | float = True) -> None:
+        if not isinstance(on, bool) and not float(on) > 0:
+            raise SettingsError(f"batch_bar is true, false or a margin > 0 (made again while drafting's all-in "
+                                f"lead over plain decoding is below 1 + margin), got {on!r}")
+        self.verify_cost = verify_cost
+        self.on: bool | float = on if isinstance(on, bool) else float(on)
+        self.now = False  #: whether this batch makes its bar again
         self._made: set[int] = set()  # the row counts whose bar this batch has made
         self._source = None  # (rows, policy): the bandit whose pulls measure this batch's bar
         self.measured: tuple[int, float] | None = None  #: this batch's bar: (rows, a plain step's seconds)
 
-    def begin(self) -> None:
-        """A new batch: every bar is made again as its row count is met."""
+    def begin(self, lead: float | None = None) -> bool:
+        """A new batch: every bar is made again as its row count is met, if :attr:`on` says so for a run whose
+        drafting so far gave ``lead`` times plain decoding, all in (None: no drafting step counted yet). Returns
+        :attr:`now`."""
         self._made, self._source, self.measured = set(), None, None
+        margin = self.on
+        self.now = margin is True or (margin is not False and (lead is None or lead < 1.0 + margin))
+        return self.now
 
     def prepare(self, policy, rows: int) -> None:
         """Before ``policy`` (the cap policy of ``rows`` rows) chooses this batch's step: the first time this batch
         meets ``rows``, make its bar (module docstring). A fixed cap has none."""
-        if not self.on or not isinstance(policy, GoodputBandit):
+        if not self.now or not isinstance(policy, GoodputBandit):
             return
         if self.measured is None and self._source is not None:
             seconds = self._source[1].bar_seconds()

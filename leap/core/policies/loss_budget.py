@@ -77,6 +77,13 @@ class DraftingTally:
         seconds, plain_s = self.by_drafter.get(drafter, (0.0, 0.0))
         return plain_s / seconds if seconds > 0 else None
 
+    def speedup_among(self, drafters: Iterable[int]) -> float | None:
+        """The pooled :meth:`speedup` of ``drafters``' counted steps, all in (None: none counted): what
+        :class:`~leap.core.policies.batch_bar.BatchBar` reads to know whether the run's drafting is still undecided."""
+        counted = [self.by_drafter[d] for d in set(drafters) if d in self.by_drafter]
+        seconds, plain_s = sum(s for s, _ in counted), sum(p for _, p in counted)
+        return plain_s / seconds if seconds > 0 and plain_s > 0 else None
+
     def below(self, drafter: int, other: int, share: float = 1.0, confidence: float = 0.95) -> bool:
         """Whether ``drafter``'s :meth:`speedup` is below ``share`` times ``other``'s beyond the noise of their steps:
         by more than Student's t quantile (``confidence``, two-sided; its degrees of freedom the fewer steps less one)

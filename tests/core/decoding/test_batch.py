@@ -250,6 +250,45 @@ def test_each_batch_starts_by_measuring_its_own_bar(tiny_llama, monkeypatch, bat
             assert len(made) == before == 0
 
 
+@pytest.mark.parametrize("lead, made", [(1.5, False), (1.05, True)])
+def test_a_bar_margin_asks_the_tally_of_the_drafters_in_play(tiny_llama, monkeypatch, lead, made):
+    """``batch_bar=0.2``: before each batch the decoder hands its bar the tally's all-in speedup of the drafters not
+    retired; a run led by more than a fifth keeps its bar, one within it makes it again. Red when the decoder hands
+    over nothing (every batch made again), the retired drafters' steps, or the run's tally whole."""
+    from leap.core.policies.batch_caps import GoodputBandit
+    from leap.core.policies.loss_budget import DraftingTally
+
+    asked, made_now = [], []
+    monkeypatch.setattr(DraftingTally, "speedup_among", lambda self, drafters: (asked.append(set(drafters)), lead)[1])
+    rebar = GoodputBandit.rebar
+    monkeypatch.setattr(GoodputBandit, "rebar", lambda self, s=None: (made_now.append(s), rebar(self, s)))
+    decoder = BatchDecoder(tiny_llama, [("suffix", {}), ("prompt-lookup", {})], num_tokens="auto", caps=(0, 2),
+                           batch_bar=0.2)
+    decoder.retire({1})
+    decoder.generate([[5, 9, 14, 5, 9], [6, 8, 6, 8, 11]], max_new_tokens=6)
+    assert asked == [{0}] and bool(made_now) is made
+
+
+def test_each_step_records_its_drafting_seconds_and_verification_width(tiny_llama):
+    """``step_width``: the tokens a row each step verified - 1 for a plain step, 1 + the longest row's chain for a
+    drafting one (the near-oracle proposes the whole cap while a row has room) - and ``step_draft_s`` the drafting
+    seconds inside ``step_s``. Red when the width is the cap rather than the chains, or a plain step is counted as
+    drafting."""
+    batch = [[5, 9, 14, 5, 9], [6, 8, 6, 8, 11]]
+    alone = [_alone(tiny_llama, p, 12) for p in batch]
+    _NearOracle.reference = {tuple(p): a.token_ids + [0] * 20 for p, a in zip(batch, alone)}
+    session = BatchDecoder(tiny_llama, _NearOracle, num_tokens=4).start(batch, max_new_tokens=12)
+    for cap in (0, 3, 0, 2):
+        session.step(cap)
+    out = session.outcome()
+    assert out.step_width == [1, 4, 1, 3]
+    assert all(0 <= d <= s for d, s in zip(out.step_draft_s, out.step_s)) and len(out.step_draft_s) == out.steps
+    while not session.done:
+        session.step(6)  # the rows' room runs out: the chains shorten below the cap
+    out = session.outcome()
+    assert 1 < out.step_width[-1] < 7  # the last rows' room, not the cap
+
+
 class _OneRowOracle(_NearOracle):
     """Right in the rows whose prompt is in :attr:`reference`, wrong (never accepted) in the others."""
 

@@ -108,3 +108,27 @@ def test_owed_pulls_are_paid_with_the_refresh_off():
         pulls.append(arm)
         bandit.update(arm, committed=2.0 if arm else 1.0, seconds=0.1)
     assert pulls[:3] == [0, 0, 0] and pulls[3:].count(4) >= 6
+
+
+@pytest.mark.parametrize("lead, made", [(None, True), (0.7, True), (1.19, True), (1.21, False), (1.6, False)])
+def test_a_margin_makes_the_bar_again_only_while_drafting_is_undecided(lead, made):
+    """``on=0.2``: a batch makes its bar again while the run's drafting, all in, has not led plain decoding by a fifth
+    (``lead`` None: nothing counted yet); past that it keeps the carried bar and spends no plain step. Red when the
+    margin is ignored (every batch, or none), compared the wrong way, or the uncounted run is taken as decided."""
+    bar = BatchBar(_cost_model(0.1), on=0.2)
+    bandit = GoodputBandit((0, 4), refresh=32)
+    for arm in (0, 4, 4):
+        bandit.update(arm, committed=2.0 if arm else 1.0, seconds=0.3)
+    assert bar.begin(lead) is made and bar.now is made
+    bar.prepare(bandit, 8)
+    assert bandit._owed == (GoodputBandit.REFRESH_PULLS if made else 0)
+    assert bandit.bar_seconds() == (None if made else pytest.approx(0.3))
+
+
+@pytest.mark.parametrize("on", [0, -0.1, 0.0])
+def test_a_margin_must_be_positive(on):
+    from leap.core.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="margin > 0"):
+        BatchBar(_cost_model(0.1), on=on)
+    assert BatchBar(_cost_model(0.1), on=True).begin(5.0) and not BatchBar(_cost_model(0.1), on=False).begin(None)
