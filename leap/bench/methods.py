@@ -201,7 +201,7 @@ class SearchMethod(BenchMethod):
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool | float = True,
                  batch_kin_all_in: bool = True, batch_reward: str = "mean", batch_fresh_bar: bool = True,
-                 batch_kin_confidence: float | bool = 0.95, batch_bar: bool | float = False, **agent_kwargs: Any) -> None:
+                 batch_kin_confidence: float | bool = 0.95, batch_bar: bool | float = 0.2, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory
         from leap.search.memory.store import memory_for

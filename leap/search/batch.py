@@ -103,7 +103,8 @@ class BatchSearch:
         caps, loss_budget, screen, switching, first_step_setup, refresh, fresh_bar, batch_bar, judge_all_in, reward:
             :class:`~leap.core.decoding.batch.BatchDecoder`'s (here
             ``first_step_setup="switch"`` by default: a drafter's catching up after steps it did not draft is not
-            judged as its arm's own cost, module docstring).
+            judged as its arm's own cost, module docstring; and ``batch_bar=0.2``: each batch's own bar while the
+            run's drafting has not led plain decoding by a fifth, :mod:`leap.core.policies.batch_bar`).
         prune: after each batch, drafters below ``prune`` times the best's measured goodput stop drafting for the rest
             of the run (module docstring); None: off.
         rejoin: the drafters the memory leaves out on the prior's word alone are held, and join once drafting, every
@@ -118,7 +119,7 @@ class BatchSearch:
                  screen: bool | str = True, switching: bool = False, first_step_setup: bool | str = "switch",
                  prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool | float = True,
                  kin_all_in: bool = True, reward: str = "mean", fresh_bar: bool = True,
-                 kin_confidence: float | bool | None = 0.95, batch_bar: bool | float = False) -> None:
+                 kin_confidence: float | bool | None = 0.95, batch_bar: bool | float = 0.2) -> None:
         if prune is not None and not 0 < prune <= 1:
             raise SettingsError(f"prune is a share of the best drafter's goodput in (0, 1], or None (off), got {prune}")
         self.model, self.memory, self.prune, self.rejoin = model, memory, prune, bool(rejoin)

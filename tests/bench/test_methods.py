@@ -289,14 +289,19 @@ def test_the_searchs_caps_are_a_flag_and_a_fixed_drafters_bandit_keeps_its_own(t
     assert sorted({cap for _, cap in narrow._batch.decoder.policy(2).caps}) == [0, 2, 4, 8]
 
 
-def test_each_batchs_own_bar_is_a_flag_off_by_default(tiny_llama):
-    """Neither the search nor a fixed drafter's bandit makes each batch's bar again (leap.core.policies.batch_bar:
-    it did not pay) unless told ``batch_bar=true``: red when the flag is dropped on the way or a default drifts."""
-    for flag, on in (({}, False), ({"batch_bar": True}, True)):
+def test_the_search_makes_its_bar_again_while_undecided_and_a_fixed_drafter_carries_it(tiny_llama):
+    """The search makes a batch's bar again while its drafting has not led plain decoding by a fifth (``batch_bar=0.2``,
+    leap.core.policies.batch_bar); a fixed drafter's bandit carries it unless told; ``true``, ``false`` and a margin
+    reach the decoder as given. Red when the flag is dropped on the way, bool() turns a margin into True, or a default
+    drifts."""
+    for flag, search_on, fixed_on in (({}, 0.2, False), ({"batch_bar": True}, True, True),
+                                      ({"batch_bar": False}, False, False), ({"batch_bar": 0.3}, 0.3, 0.3)):
         search = make_method("leap-drafters", tiny_llama, drafters="prompt-lookup;suffix", **flag)
         search.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
-        assert search._batch.decoder.batch_bar.on is on
-        assert make_method("suffix", tiny_llama, batch_cap="auto", **flag).batch.batch_bar.on is on
+        assert search._batch.decoder.batch_bar.on == search_on and type(search._batch.decoder.batch_bar.on) is type(
+            search_on)
+        fixed = make_method("suffix", tiny_llama, batch_cap="auto", **flag).batch.batch_bar.on
+        assert fixed == fixed_on and type(fixed) is type(fixed_on)
 
 
 @pytest.mark.parametrize("name, kwargs", [("lowbit", {"batch_cap": "auto"}),
@@ -315,6 +320,9 @@ def test_a_batch_record_says_what_the_all_in_tally_judged_by(tiny_llama, name, k
         steps = list(zip(extra["batch_caps"], extra["batch_step_rows"], extra["batch_step_committed"],
                          extra["batch_step_s"]))
         assert steps and len(steps) == len(extra["batch_caps"]) and all(s > 0 for *_, s in steps)
+        assert all(w == 1 if not cap else 1 <= w <= 1 + cap  # its verification's width
+                   for w, (cap, *_) in zip(extra["batch_step_width"], steps, strict=True))
+        assert all(0 <= d <= s for d, (*_, s) in zip(extra["batch_step_draft_s"], steps, strict=True))
         assert set(extra["batch_plain_rate"]) == {str(rows) for _, rows, _, _ in steps}
         for cap, rows, committed, seconds in steps:
             rate = extra["batch_plain_rate"][str(rows)]

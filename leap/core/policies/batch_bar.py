@@ -1,6 +1,7 @@
 """The bar of the batch at hand: plain decoding's goodput, against which every drafting arm is judged, measured in
-each batch rather than carried from an earlier one (:class:`~leap.core.decoding.batch.BatchDecoder`'s ``batch_bar``,
-off by default: it makes the tally honest, and did not make the search faster - below).
+each batch rather than carried from an earlier one - in every batch (``on=True``), or only while the run's drafting
+is undecided (a margin, ``on=0.2``: the batch search's default, :class:`~leap.search.batch.BatchSearch`; a fixed
+drafter's cap bandit carries its bar, ``on=False``).
 
 A run's cap bandits are kept across its batches, one per row count
 (:meth:`~leap.core.decoding.batch.BatchDecoder.policy`), and so was their bar: plain's last pulls, made whenever
@@ -9,9 +10,11 @@ batch's own - every step attends over the batch's longest prompt: on Spec-Bench 
 steps took 70 to 114 ms a batch (``docs/data/regret-amd-03f010e/b8-t0``) - and a bandit of fewer rows, first met at a
 batch's tail, inherited the bar of the full rows it was seeded from. In that run the search from the prior judged
 nine of its ten batches, at every row count, by one bar of 94 ms a step made of three pulls in its first batch, while
-``ar`` ran at 70 to 92 ms a step in nine of the ten; the tallies of the searches from the prior and from an empty
-memory said their drafting steps gave 1.19 and 1.03 times plain decoding, where their batches ran at 1.00 and 0.93 of
-``ar``'s (the same steps counted at ``ar``'s steps in each batch: 0.99 and 0.93, ``experiments/2026-12-03-batch-bar``).
+``ar`` ran at 70 to 92 ms a step in nine of the ten (``experiments/2026-12-03-batch-bar``). Over the AMD EPYC's B = 8
+records the carried bar read a plain step 8 to 16% dearer than ``ar``'s steps in the same batch at every row count
+(sd 14 to 25% a batch), and the search drafts most in a batch's tail, at fewer rows, where its tally read its drafting
+1.11 to 1.17 times plain decoding against 0.97 to 1.00 at ``ar``'s steps
+(``experiments/2026-12-07-bar-where-it-decides``).
 
 So at a batch's start :class:`BatchBar` makes the bar again: the bandit of its first row count forgets plain's last
 pulls and owes :attr:`~leap.core.policies.batch_caps.GoodputBandit.REFRESH_PULLS` new ones
@@ -22,13 +25,18 @@ calibration (the screen off) it keeps its own. The refresh still runs within a b
 :attr:`~leap.core.decoding.batch.BatchDecoder.tally` counts a drafting step's tokens at is the bar of its row count,
 so the tally judges each batch against that batch's plain steps too.
 
-Measured (``bash experiments/2026-12-03-batch-bar/ablation.sh OUT`` at ``c1d44d6``, where it was on, with
-``batch_bar=false`` beside it: ``docs/data/batch-bar-c1d44d6``): at B = 8 the tallies came near ``ar``'s steps (from
-the prior 1.03 by the batch's bar against 1.01 by ``ar``'s steps, where the bar carried across batches said 1.20
-against 1.05; at B = 4 either bar's tally was off by up to a tenth, either way), but the search was no faster: 0.98
-[0.95, 1.01] of itself with the bar carried, pooled over the 80 batches of B = 8 and B = 4 at T = 0 and 1 from both
-starts; 0.97 and 0.96 at B = 4, T = 0, where a batch of 20 to 28 steps paid its three plain pulls; ``lowbit-auto``
-0.99 to 1.01 of itself. So it stays a flag (``leap bench --method-arg M:batch_bar=true``), off.
+**Where the bar can decide** (a margin ``m``): three plain pulls cost a batch of 20 to 28 steps a tenth of its steps
+where drafting pays 1.4 times - made in every batch (``on=True``) the search was no faster, 0.98 [0.95, 1.01] of
+itself with the bar carried, pooled over B = 4 and 8 (``experiments/2026-12-03-batch-bar``). The bar only matters
+where drafting's lead is within its error, so a batch makes it again only while the run's drafting, all in, has not
+led plain decoding by ``1 + m`` (:meth:`begin`'s ``lead``: the decoder's tally over the drafters in play; a run with
+nothing counted yet is undecided). At the default ``m = 0.2``, about the carried bar's error above, on the AMD EPYC
+(``bash experiments/2026-12-07-bar-where-it-decides/ablation.sh OUT`` at ``4afdb58``, the carried bar beside it): at
+B = 8 the search from an empty memory went from 0.92 [0.87, 0.97] of plain decoding to 1.01 [0.98, 1.04] (paired by
+batch, carried over made: 0.91 [0.86, 0.95]; made in every batch 1.02 and 1.03 in two other runs, carried 0.91 to 0.93
+in this session's three), from the prior 0.98 to 1.00; at B = 4 level at T = 0 from both starts and at T = 1 in two
+runs but one, where from the prior it kept ``cascade`` rather than ``lowbit`` (the kin toss,
+``experiments/2026-12-02-kin-noise``); pooled over 120 batches, carried over made 1.01 [0.99, 1.03].
 
 Who calls what: :meth:`BatchDecoder.generate <leap.core.decoding.batch.BatchDecoder.generate>` calls :meth:`begin`
 before a batch and :meth:`prepare` with each step's cap policy before it chooses.
