@@ -31,7 +31,7 @@ itself with the bar carried, pooled over B = 4 and 8 (``experiments/2026-12-03-b
 where drafting's lead is within its error, so a batch makes it again only while the run's drafting, all in, has not
 led plain decoding by ``1 + m`` (:meth:`begin`'s ``lead``: the decoder's tally over the drafters in play; a run with
 nothing counted yet is undecided). At the default ``m = 0.2``, about the carried bar's error above, on the AMD EPYC
-(``bash experiments/2026-12-07-bar-where-it-decides/ablation.sh OUT`` at ``4afdb58``, the carried bar beside it): at
+(``bash experiments/2026-12-07-bar-where-it-decides/ablation.sh OUT`` at ``56c1386``, the carried bar beside it): at
 B = 8 the search from an empty memory went from 0.92 [0.87, 0.97] of plain decoding to 1.01 [0.98, 1.04] (paired by
 batch, carried over made: 0.91 [0.86, 0.95]; made in every batch 1.02 and 1.03 in two other runs, carried 0.91 to 0.93
 in this session's three), from the prior 0.98 to 1.00; at B = 4 level at T = 0 from both starts and at T = 1 in two
