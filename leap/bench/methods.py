@@ -196,7 +196,7 @@ class SearchMethod(BenchMethod):
                  drafter_settings: bool = True, memory_horizon: int = 8, memory_recheck: int = 16,
                  memory_long_prompt: int = 512, memory_sampled: bool = True, memory_rescale: bool = True,
                  budget_s: float = 0.0, give_up: int | None = None, favourite_first: bool = True, abandon: float = 0.5,
-                 explore: int = 4, kin: bool = True, steady: bool = True,
+                 explore: int = 4, kin: bool = True, steady: bool = True, batch_kin_by_rows: bool = True,
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool | float = True,
@@ -216,7 +216,7 @@ class SearchMethod(BenchMethod):
         self._batch_settings = dict(caps=caps, loss_budget=budget_per_batch or None, screen=batch_screen,
                                     switching=bool(batch_switching), first_step_setup=_first_step(batch_first_step),
                                     prune=None if batch_prune in (None, False) else float(batch_prune),
-                                    refresh=int(batch_refresh), rejoin=bool(batch_rejoin),
+                                    refresh=int(batch_refresh), rejoin=bool(batch_rejoin), kin_by_rows=bool(batch_kin_by_rows),
                                     judge_all_in=_judge(batch_judge_all_in), kin_all_in=bool(batch_kin_all_in),
                                     reward=str(batch_reward), fresh_bar=bool(batch_fresh_bar),
                                     kin_confidence=batch_kin_confidence, batch_bar=_judge(batch_bar))
@@ -270,7 +270,7 @@ class SearchMethod(BenchMethod):
         ``batch_first_step`` (``first_step_setup``), ``batch_refresh``, ``batch_fresh_bar`` and ``batch_bar``
         (:class:`~leap.core.decoding.batch.BatchDecoder`'s), ``batch_prune`` (false: off), ``batch_rejoin``,
         ``batch_judge_all_in`` (true: the point estimate; a confidence such as 0.95: beyond noise; false: off),
-        ``batch_kin_all_in``, ``batch_kin_confidence`` (false: the point estimates) and ``batch_reward``
+        ``batch_kin_all_in``, ``batch_kin_confidence`` (false: the point estimates), ``batch_kin_by_rows`` and ``batch_reward``
         (:class:`~leap.search.batch.BatchSearch`'s, each documented there); the search's ``loss_budget`` holds per
         batch. Layer options do not batch yet. With a memory, its batch set ranks the drafters before the first batch
         and learns after each (what single requests measured is not read)."""

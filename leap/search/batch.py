@@ -38,7 +38,11 @@ alternated at B = 4, ``cascade``'s steps giving less than ``lowbit``'s all in on
 drafted, and the search from an empty memory ran behind ``lowbit-auto`` (``experiments/2026-11-29-all-in-budget``).
 *Below* means below beyond the noise of their steps (``kin_confidence``, default 0.95:
 :meth:`~leap.core.policies.loss_budget.DraftingTally.below`); until it is, both draft on, and their tally grows with
-every batch. Judged by the point estimates of one batch's 9-16 steps each, which of the two went on at B = 4 and T = 1
+every batch. They are compared row count by row count (``kin_by_rows``, default on): a step at a batch's tail, once
+rows have finished, gives far more over plain decoding than one at full rows, and which kin drafts the tail is the
+bandit's pick, so pooled over rows the kin with more tail steps read ahead - from an empty memory at B = 4 and T = 1 the
+search stopped ``lowbit`` for ``cascade`` after its second or third batch in three runs of three, ``cascade`` ahead
+pooled and behind at four rows (``experiments/2026-12-07-kin-by-rows``). Judged by the point estimates of one batch's 9-16 steps each, which of the two went on at B = 4 and T = 1
 was a coin's toss - ``lowbit`` in one run, ``cascade`` in the next, its steps' goodput 0.90 of ``lowbit-auto``'s for the
 rest of the run (``docs/data/regret-amd-2775806/b4-t1``, ``docs/data/regret-amd-a4d3b97/b4-t1``;
 ``experiments/2026-12-02-kin-noise``).
@@ -112,6 +116,8 @@ class BatchSearch:
         kin_all_in: the best drafter's kin are pruned by their steps all in (module docstring); False: all stay.
         kin_confidence: how sure the tally must be that a kin is below ``prune`` times the best before it stops
             drafting (module docstring); None or False: the point estimates decide (the ablation).
+        kin_by_rows: with ``kin_confidence``, the kin are compared row count by row count (module docstring);
+            False: their steps pooled over row counts (the ablation).
     """
 
     def __init__(self, model: LeapModel, options: Sequence[str], *, memory: SearchMemory | None = None,
@@ -119,7 +125,8 @@ class BatchSearch:
                  screen: bool | str = True, switching: bool = False, first_step_setup: bool | str = "switch",
                  prune: float | None = 1.0, refresh: int = 32, rejoin: bool = True, judge_all_in: bool | float = True,
                  kin_all_in: bool = True, reward: str = "mean", fresh_bar: bool = True,
-                 kin_confidence: float | bool | None = 0.95, batch_bar: bool | float = 0.2) -> None:
+                 kin_confidence: float | bool | None = 0.95, batch_bar: bool | float = 0.2,
+                 kin_by_rows: bool = True) -> None:
         if prune is not None and not 0 < prune <= 1:
             raise SettingsError(f"prune is a share of the best drafter's goodput in (0, 1], or None (off), got {prune}")
         self.model, self.memory, self.prune, self.rejoin = model, memory, prune, bool(rejoin)
@@ -128,6 +135,7 @@ class BatchSearch:
         self.switching, self.first_step_setup, self.refresh = switching, first_step_setup, int(refresh)
         self.fresh_bar, self.batch_bar = bool(fresh_bar), batch_bar
         self.judge_all_in, self.kin_all_in, self.reward = judge_all_in, bool(kin_all_in), reward
+        self.kin_by_rows = bool(kin_by_rows)
         if kin_confidence is False or kin_confidence is None:  # the bench's false
             self.kin_confidence = None
         elif 0 < float(kin_confidence) < 1:
@@ -206,7 +214,10 @@ class BatchSearch:
         top = max(measured, key=measured.get)
         if self.kin_confidence is None:  # the ablation: the point estimates decide
             return {d for d in kin if d not in measured or measured[d] >= self.prune * measured[top]}
-        return {d for d in kin if not tally.below(d, top, self.prune, self.kin_confidence)}
+        if not self.kin_by_rows:
+            return {d for d in kin if not tally.below(d, top, self.prune, self.kin_confidence)}
+        return {d for d in kin if not any(tally.below(d, other, self.prune, self.kin_confidence, by_rows=True)
+                                          for other in measured if other != d)}
 
     def _rejoin(self) -> None:
         """After a batch: once the decoder's tally of the run's drafting steps, every cost counted

@@ -233,7 +233,7 @@ def test_transformers_plain_peers_decode_each_row_of_a_batch_as_alone(tiny_llama
 def test_the_drafter_searchs_batch_flags_reach_its_batch_decoder(tiny_llama):
     """``--method-arg leap-drafters:batch_first_step=true`` (and ``batch_switching``, ``batch_screen``,
     ``batch_prune``, ``batch_refresh``, ``batch_rejoin``, ``batch_judge_all_in``, ``batch_kin_all_in``,
-    ``batch_kin_confidence``, ``batch_reward``, ``batch_fresh_bar``) reach the batch search's decoder and its
+    ``batch_kin_confidence``, ``batch_kin_by_rows``, ``batch_reward``, ``batch_fresh_bar``) reach the batch search's decoder and its
     bandits; by default a switch is left unmeasured, only the best drafter drafts on, switching is off and plain is
     measured again every 32 steps (red when a flag is dropped on the way)."""
     kwargs = {"drafters": "prompt-lookup;suffix", "batch_caps": "0;2"}
@@ -260,6 +260,8 @@ def test_the_drafter_searchs_batch_flags_reach_its_batch_decoder(tiny_llama):
     sure.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)
     assert sure._batch.decoder.judge_all_in == 0.95 and plain._batch.decoder.judge_all_in is True
     assert plain._batch.kin_confidence == 0.95 and ablation._batch.kin_confidence == 0.95
+    assert plain._batch.kin_by_rows and not make_method("leap-drafters", tiny_llama, batch_kin_by_rows=False,
+                                                        **kwargs)._batch_settings["kin_by_rows"]
     for value, expected in ((False, None), (0.8, 0.8)):  # false: the point estimates decide kin
         kin = make_method("leap-drafters", tiny_llama, batch_kin_confidence=value, **kwargs)
         kin.run_batch([PROMPT, PROMPT], max_new_tokens=4, temperature=0.0, seed=0)

@@ -151,7 +151,8 @@ def test_a_kin_behind_the_best_stops_only_once_its_tally_says_so_beyond_noise(ti
     asked at the search's ``prune`` and confidence), then stops. Red when the point estimates decide, the best is
     asked whether it is below the other, or ``prune`` or the confidence do not reach the tally."""
     options = ["lowbit:backend=torch-int8", "cascade:then_backend=torch-int8"]
-    search = BatchSearch(tiny_llama, options, caps=(0, 2), loss_budget=None, prune=0.9, kin_confidence=0.8)
+    search = BatchSearch(tiny_llama, options, caps=(0, 2), loss_budget=None, prune=0.9, kin_confidence=0.8,
+                         kin_by_rows=False)
     search.generate(PROMPTS, max_new_tokens=16)
     lowbit, cascade = (search.labels.index(o) for o in options)
     monkeypatch.setattr(search.decoder, "goodput_over_plain", lambda rows: {lowbit: 1.2, cascade: 1.1})
@@ -159,7 +160,7 @@ def test_a_kin_behind_the_best_stops_only_once_its_tally_says_so_beyond_noise(ti
     asked = []
     verdict = {"decisive": False}
 
-    def below(drafter, other, share=1.0, confidence=0.95):
+    def below(drafter, other, share=1.0, confidence=0.95, by_rows=False):
         asked.append((drafter, other, share, confidence))
         return verdict["decisive"] and drafter == cascade
 
@@ -172,6 +173,34 @@ def test_a_kin_behind_the_best_stops_only_once_its_tally_says_so_beyond_noise(ti
     assert search.decoder.retired == {cascade}
     with pytest.raises(SettingsError, match="kin_confidence"):
         BatchSearch(tiny_llama, options, kin_confidence=1.5)
+
+
+def test_the_kin_are_compared_row_count_by_row_count_whichever_leads_pooled(tiny_llama, monkeypatch):
+    """By default (``kin_by_rows``) each kin is asked, row count by row count, whether it is below any other kin - not
+    only the one ahead pooled over rows, which may lead by the mix of its steps alone: here ``cascade`` leads pooled
+    and ``lowbit`` is ahead by rows, so ``cascade`` stops. Red when the pooled leader is never asked, the comparison is
+    pooled, or ``kin_by_rows=False`` does not restore the pooled test against the leader (each planted)."""
+    options = ["lowbit:backend=torch-int8", "cascade:then_backend=torch-int8"]
+    for by_rows in (True, False):
+        search = BatchSearch(tiny_llama, options, caps=(0, 2), loss_budget=None, prune=1.0, kin_by_rows=by_rows)
+        search.generate(PROMPTS, max_new_tokens=16)
+        lowbit, cascade = (search.labels.index(o) for o in options)
+        monkeypatch.setattr(search.decoder, "goodput_over_plain", lambda rows: {lowbit: 1.2, cascade: 1.1})
+        monkeypatch.setattr(search.decoder.tally, "speedup", {lowbit: 1.1, cascade: 1.4}.get)  # cascade leads pooled
+        asked = []
+
+        def below(drafter, other, share=1.0, confidence=0.95, *, by_rows=False):
+            asked.append((drafter, other, by_rows))
+            return by_rows and drafter == cascade  # by rows, cascade is below lowbit; pooled, nobody is
+
+        monkeypatch.setattr(search.decoder.tally, "below", below)
+        search.generate(PROMPTS, max_new_tokens=8)
+        if by_rows:
+            assert search.decoder.retired == {cascade} and (cascade, lowbit, True) in asked
+        else:
+            assert search.decoder.retired == set() and (lowbit, cascade, False) in asked
+            assert all(other == cascade and not rows for _, other, rows in asked)  # the pooled leader alone
+    assert BatchSearch(tiny_llama, options).kin_by_rows is True  # the default
 
 
 def test_a_sampled_batch_reads_and_teaches_the_memorys_sampled_batch_set(tiny_llama):

@@ -36,8 +36,18 @@ from collections.abc import Callable, Iterable
 __all__ = ["DraftingTally", "LossBudget"]
 
 
+def _ratio(n: float, seconds: float, plain_s: float, ss: float, gg: float, sg: float) -> tuple[float, float]:
+    """The ratio estimator ``R = sum g / sum s`` of ``n`` steps (``ss``, ``gg``, ``sg``: their second moments) and its
+    variance, the spread of g - R s over sum s (Cochran 1977, chapter 6)."""
+    ratio = plain_s / seconds
+    residual = max(gg - 2 * ratio * sg + ratio * ratio * ss, 0.0)  # sum of (g - R s)^2
+    return ratio, n / (n - 1) * residual / seconds ** 2
+
+
 class DraftingTally:
     """The run's drafting steps, every cost counted, against plain steps for the same tokens (module docstring)."""
+
+    STRATUM_STEPS = 2  #: the steps of each drafter a row count needs to be compared at (:meth:`below`'s ``by_rows``)
 
     def __init__(self) -> None:
         self.seconds = 0.0  #: what the drafting steps took, all in
@@ -47,6 +57,9 @@ class DraftingTally:
         #: per drafter, its counted steps' number and second moments (n, sum s^2, sum g^2, sum s g: s a step's seconds,
         #: g plain steps' seconds for its tokens), for how far :meth:`speedup` can be trusted (:meth:`below`)
         self.moments: dict[int, list[float]] = {}
+        #: the same per drafter and row count, ``(drafter, rows) -> [n, sum s, sum g, sum s^2, sum g^2, sum s g]``:
+        #: :meth:`below`'s comparison row count by row count (``by_rows``)
+        self.strata: dict[tuple[int, int], list[float]] = {}
 
     def add(self, outcome, plain_rate: Callable[[int], float | None]) -> None:
         """Add a batch's drafting steps (a :class:`~leap.core.decoding.batch_state.BatchOutcome`'s ``caps``,
@@ -69,6 +82,9 @@ class DraftingTally:
                 spread[1] += seconds * seconds
                 spread[2] += gain * gain
                 spread[3] += seconds * gain
+                stratum = self.strata.setdefault((drafter, rows), [0, 0.0, 0.0, 0.0, 0.0, 0.0])
+                for i, value in enumerate((1, seconds, gain, seconds * seconds, gain * gain, seconds * gain)):
+                    stratum[i] += value
 
     def speedup(self, drafter: int) -> float | None:
         """What drafter ``drafter``'s steps gave over plain steps, all in (plain steps' seconds for their tokens over
@@ -84,23 +100,61 @@ class DraftingTally:
         seconds, plain_s = sum(s for s, _ in counted), sum(p for _, p in counted)
         return plain_s / seconds if seconds > 0 and plain_s > 0 else None
 
-    def below(self, drafter: int, other: int, share: float = 1.0, confidence: float = 0.95) -> bool:
+    def below(self, drafter: int, other: int, share: float = 1.0, confidence: float = 0.95, *,
+              by_rows: bool = False) -> bool:
         """Whether ``drafter``'s :meth:`speedup` is below ``share`` times ``other``'s beyond the noise of their steps:
-        by more than Student's t quantile (``confidence``, two-sided; its degrees of freedom the fewer steps less one)
-        times the combined standard error (each ratio's the ratio estimator's: the spread of g - R s over sum s,
-        Cochran 1977, chapter 6). False where either has fewer than two counted steps. On Spec-Bench at B = 4 and
-        T = 1, ``lowbit``'s and ``cascade``'s speedups after a first batch of 9-16 steps each stood 0.94 [0.82, 1.05]
+        by more than Student's t quantile (``confidence``, two-sided; its degrees of freedom Welch-Satterthwaite's
+        over the variances' own, each n - 1) times the combined standard error (each ratio's the ratio estimator's:
+        the spread of g - R s over sum s, Cochran 1977, chapter 6). False where either has fewer than two counted
+        steps. On Spec-Bench at B = 4 and T = 1, ``lowbit``'s and ``cascade``'s speedups after a first batch of 9-16 steps each stood 0.94 [0.82, 1.05]
         and 0.99 [0.89, 1.09], 1.56 [1.42, 1.70] and 1.71 [1.36, 2.32] (bootstrap intervals,
         ``docs/data/regret-amd-a4d3b97/b4-t1``, ``experiments/2026-12-02-kin-noise``): which was ahead was noise,
-        and the one kept drafted the rest of the run (:class:`~leap.search.batch.BatchSearch`'s ``kin_confidence``)."""
+        and the one kept drafted the rest of the run (:class:`~leap.search.batch.BatchSearch`'s ``kin_confidence``).
+
+        ``by_rows``: the two compared row count by row count - a stratified ratio (Cochran 1977, 6.10): each
+        drafter's speedup at each row count where both have :attr:`STRATUM_STEPS` counted steps or more, weighted alike
+        for both (by their steps there together), each row count's variance with its own degrees of freedom (a row
+        count of three steps is judged as the three steps it is: 5.75% false alarms in both directions at 0.95 where
+        the fewer steps less the row counts gave 7.5%, ``tests/core/policies/test_loss_budget.py``). A step at fewer
+        rows gives far more over plain decoding than one at the batch's full rows (at one row 2 to 3 times, at four
+        1.1 to 1.2, ``lowbit`` on Spec-Bench at T = 1), and which kin drafts a batch's tail is the bandit's choice,
+        so pooled over rows the kin that drafted more of the tail reads ahead: ``cascade``, 2 of its 4 steps at one
+        row after a batch, 1.54 against ``lowbit``'s 1.23, behind it at four rows (1.09 against 1.24)
+        (``experiments/2026-12-07-kin-by-rows``). False where no row count has that many steps of each."""
         from scipy.stats import t
 
-        estimates = [self._estimate([d]) for d in (drafter, other)]
+        if by_rows:
+            estimates = self._by_rows(drafter, other)
+        else:
+            estimates = [self._estimate([d]) for d in (drafter, other)]
+            estimates = [None if e is None else (e[0], [(e[1], e[2] - 1)]) for e in estimates]
         if None in estimates:
             return False
-        (mine, var_mine, n_mine), (theirs, var_theirs, n_theirs) = estimates
-        quantile = t.ppf(0.5 + confidence / 2, min(n_mine, n_theirs) - 1)
-        return share * theirs - mine > quantile * (var_mine + share * share * var_theirs) ** 0.5
+        (mine, parts_mine), (theirs, parts_theirs) = estimates
+        parts = parts_mine + [(share * share * v, df) for v, df in parts_theirs]
+        variance = sum(v for v, _ in parts)
+        if variance <= 0:  # no spread at all: a tie is a tie
+            return share * theirs - mine > 0
+        dof = variance ** 2 / sum(v * v / df for v, df in parts)  # Welch-Satterthwaite
+        return share * theirs - mine > t.ppf(0.5 + confidence / 2, dof) * variance ** 0.5
+
+    def _by_rows(self, drafter: int, other: int) -> list:
+        """Both drafters' speedups standardised to the same mix of row counts, each with its parts' variances and
+        degrees of freedom, one a row count (:meth:`below`'s ``by_rows``; [None, None] where no row count is shared)."""
+        least = self.STRATUM_STEPS
+        rows = sorted(r for d, r in self.strata if d == drafter and self.strata[d, r][0] >= least
+                      and self.strata.get((other, r), [0])[0] >= least)
+        if not rows:
+            return [None, None]
+        weights = [self.strata[drafter, r][0] + self.strata[other, r][0] for r in rows]
+        weights = [w / sum(weights) for w in weights]
+        estimates = []
+        for d in (drafter, other):
+            parts = [_ratio(*self.strata[d, r]) for r in rows]
+            estimates.append((sum(w * ratio for w, (ratio, _) in zip(weights, parts)),
+                              [(w * w * variance, self.strata[d, r][0] - 1)
+                               for w, r, (_, variance) in zip(weights, rows, parts)]))
+        return estimates
 
     def _estimate(self, drafters: Iterable[int]) -> tuple[float, float, int] | None:
         """The pooled speedup of ``drafters``' counted steps, its variance and their number (None: fewer than two):
@@ -110,9 +164,7 @@ class DraftingTally:
         seconds, plain_s = (sum(self.by_drafter[d][i] for d in counted) for i in range(2))
         if n < 2 or seconds <= 0:
             return None
-        ratio = plain_s / seconds
-        residual = max(gg - 2 * ratio * sg + ratio * ratio * ss, 0.0)  # sum of (g - R s)^2
-        return ratio, n / (n - 1) * residual / seconds ** 2, int(n)
+        return (*_ratio(n, seconds, plain_s, ss, gg, sg), int(n))
 
     def paid_among(self, drafters: Iterable[int], confidence: float | None = None) -> bool:
         """Whether drafting with ``drafters`` (those still in play) has paid, all in: without ``confidence``, not
@@ -149,6 +201,7 @@ class DraftingTally:
         self.seconds = self.plain_s = 0.0
         self.by_drafter.clear()
         self.moments.clear()
+        self.strata.clear()
 
 
 class LossBudget:

@@ -167,6 +167,54 @@ def test_below_holds_its_confidence_when_two_drafters_are_level_and_sees_a_true_
     assert not cleared.below(0, 1) and cleared.moments == {}
 
 
+def _tally_by_rows(strata, rng):
+    """A tally told, per drafter, ``(rows, steps, speedup)`` strata: ``steps`` noisy steps at ``rows`` rows whose plain
+    seconds are ``speedup`` times theirs (:func:`_draws`), at a plain rate of one token a row a second."""
+    tally = DraftingTally()
+    for drafter, parts in strata.items():
+        steps = [(2, drafter, rows, plain_s * rows, seconds) for rows, n, speedup in parts
+                 for seconds, plain_s in _draws(rng, n, speedup)]
+        tally.add(_outcome(steps), lambda rows: 1.0)
+    return tally
+
+
+def test_below_by_rows_compares_the_drafters_at_one_mix_of_row_counts():
+    """Two drafters level at every row count (1.0 at four rows, 2.0 at one), one with most of its steps at one row (a
+    batch's tail): pooled over rows it reads ahead and ``below`` calls the other below it in most of 400 runs (80%),
+    while ``by_rows`` calls either below the other in about 5% (0.95, two-sided; 5.75% measured: at most 8%, three
+    binomial deviations above 5% less one); with three steps of each at each row count, one direction in at most 5%; one
+    at 0.7 of the other at both row counts is called below by rows in most runs, whatever its mix, and never the other
+    way; a drafter with fewer than two steps at every row count where the other has two is not judged. Red when
+    ``by_rows`` pools the strata, weights each drafter by its own mix, or the degrees of freedom are the normal's
+    (measured by planting each)."""
+    rng = np.random.default_rng(1)
+    level = [_tally_by_rows({0: [(4, 20, 1.0), (1, 3, 2.0)], 1: [(4, 8, 1.0), (1, 14, 2.0)]}, rng) for _ in range(400)]
+    assert sum(t.below(0, 1) for t in level) / len(level) > 0.5  # the pooled reading: the mix decides
+    assert sum(t.below(0, 1, by_rows=True) or t.below(1, 0, by_rows=True) for t in level) / len(level) <= 0.08
+    few = [_tally_by_rows({0: [(4, 3, 1.0), (1, 3, 2.0)], 1: [(4, 3, 1.0), (1, 3, 2.0)]}, rng) for _ in range(400)]
+    assert sum(t.below(0, 1, by_rows=True) for t in few) / len(few) <= 0.05
+    gap = [_tally_by_rows({0: [(4, 30, 0.7), (1, 5, 1.4)], 1: [(4, 20, 1.0), (1, 30, 2.0)]}, rng) for _ in range(100)]
+    assert sum(t.below(0, 1, by_rows=True) for t in gap) / len(gap) >= 0.9
+    assert not any(t.below(1, 0, by_rows=True) for t in gap)
+    lone = _tally_by_rows({0: [(4, 1, 0.5), (1, 1, 0.5), (2, 6, 1.0)], 1: [(4, 9, 2.0), (1, 9, 2.0)]}, rng)
+    assert not lone.below(0, 1, by_rows=True) and lone.below(0, 1)
+    lone.clear()
+    assert lone.strata == {}
+
+
+@given(steps=st.lists(st.tuples(st.floats(0.01, 2.0), st.floats(0.01, 2.0)), min_size=2, max_size=20),
+       rows=st.integers(1, 8), share=st.floats(0.5, 1.0))
+def test_below_by_rows_is_the_pooled_test_at_one_row_count(steps, rows, share):
+    """Whatever the steps, where every step of both drafters is at one row count the comparison by rows is the pooled
+    one. Red when the standardised estimate or its degrees of freedom part from the pooled ones there."""
+    tally = DraftingTally()
+    half = len(steps) // 2 or 1
+    tally.add(_outcome([(2, d, rows, g * rows, s) for d, part in ((0, steps[:half]), (1, steps[half:]))
+                        for s, g in part]), lambda r: 1.0)
+    for a, b in ((0, 1), (1, 0)):
+        assert tally.below(a, b, share, by_rows=True) == tally.below(a, b, share)
+
+
 def test_paid_among_beyond_noise_holds_its_confidence_and_sees_a_true_gain():
     """``paid_among(drafters, 0.95)``: drafting level with plain decoding (speedup 1.0, noisy steps) is called paid in
     about 2.5% of 400 runs of 30 steps (at most 5%; the point estimate, ``confidence=None``, calls it paid in about
