@@ -26,7 +26,7 @@ from types import SimpleNamespace
 from leap.core.policies.loss_budget import DraftingTally
 
 KIN = ("lowbit", "cascade")
-SEARCHES = ("leap-drafters", "leap-drafters-prior")
+SEARCHES = ("leap-drafters", "leap-drafters-pooled", "leap-drafters-prior", "leap-drafters-prior-pooled")
 
 
 def answers(folder: str) -> list[dict]:
