@@ -196,12 +196,12 @@ class SearchMethod(BenchMethod):
                  drafter_settings: bool = True, memory_horizon: int = 8, memory_recheck: int = 16,
                  memory_long_prompt: int = 512, memory_sampled: bool = True, memory_rescale: bool = True,
                  budget_s: float = 0.0, give_up: int | None = None, favourite_first: bool = True, abandon: float = 0.5,
-                 explore: int = 4, kin: bool = True, steady: bool = True, batch_kin_by_rows: bool = True,
+                 explore: int = 4, kin: bool = True, steady: bool = True, batch_reward: str = "mean",
                  batch_caps: Sequence[int] | str = (0, 2, 4, 8, 16), batch_screen: bool | str = True,
                  batch_switching: bool = False, batch_first_step: bool | str = "switch", batch_prune: float | None = 1.0,
                  batch_refresh: int = 32, batch_rejoin: bool = True, batch_judge_all_in: bool | float = True,
-                 batch_kin_all_in: bool = True, batch_reward: str = "mean", batch_fresh_bar: bool = True,
-                 batch_kin_confidence: float | bool = 0.95, batch_bar: bool | float = 0.2, **agent_kwargs: Any) -> None:
+                 batch_kin_all_in: bool = True, batch_kin_confidence: float | bool = 0.95, batch_kin_by_rows: bool = True,
+                 batch_fresh_bar: bool = True, batch_bar: bool | float = 0.2, **agent_kwargs: Any) -> None:
         from leap.search.factory import agent_factory
         from leap.search.memory import SearchMemory
         from leap.search.memory.store import memory_for
@@ -216,9 +216,9 @@ class SearchMethod(BenchMethod):
         self._batch_settings = dict(caps=caps, loss_budget=budget_per_batch or None, screen=batch_screen,
                                     switching=bool(batch_switching), first_step_setup=_first_step(batch_first_step),
                                     prune=None if batch_prune in (None, False) else float(batch_prune),
-                                    refresh=int(batch_refresh), rejoin=bool(batch_rejoin), kin_by_rows=bool(batch_kin_by_rows),
+                                    refresh=int(batch_refresh), rejoin=bool(batch_rejoin),
                                     judge_all_in=_judge(batch_judge_all_in), kin_all_in=bool(batch_kin_all_in),
-                                    reward=str(batch_reward), fresh_bar=bool(batch_fresh_bar),
+                                    reward=str(batch_reward), fresh_bar=bool(batch_fresh_bar), kin_by_rows=bool(batch_kin_by_rows),
                                     kin_confidence=batch_kin_confidence, batch_bar=_judge(batch_bar))
         if memory not in ("fresh", "prior", "first", "persist", "off") and not str(memory).endswith(".json"):
             raise SettingsError(f"{name}: memory must be fresh (empty at the start, kept across the run), prior (the "

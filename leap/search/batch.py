@@ -42,10 +42,10 @@ every batch. They are compared row count by row count (``kin_by_rows``, default 
 rows have finished, gives far more over plain decoding than one at full rows, and which kin drafts the tail is the
 bandit's pick, so pooled over rows the kin with more tail steps read ahead - from an empty memory at B = 4 and T = 1 the
 search stopped ``lowbit`` for ``cascade`` after its second or third batch in three runs of three, ``cascade`` ahead
-pooled and behind at four rows (``experiments/2026-12-07-kin-by-rows``). Judged by the point estimates of one batch's 9-16 steps each, which of the two went on at B = 4 and T = 1
-was a coin's toss - ``lowbit`` in one run, ``cascade`` in the next, its steps' goodput 0.90 of ``lowbit-auto``'s for the
-rest of the run (``docs/data/regret-amd-2775806/b4-t1``, ``docs/data/regret-amd-a4d3b97/b4-t1``;
-``experiments/2026-12-02-kin-noise``).
+pooled and behind at four rows (``experiments/2026-12-07-kin-by-rows``). Judged by the point estimates of one batch's
+9-16 steps each, which of the two went on at B = 4 and T = 1 was a coin's toss - ``lowbit`` in one run, ``cascade``
+in the next, its steps' goodput 0.90 of ``lowbit-auto``'s for the rest of the run
+(``docs/data/regret-amd-2775806/b4-t1``, ``docs/data/regret-amd-a4d3b97/b4-t1``; ``experiments/2026-12-02-kin-noise``).
 
 **The prior's word is not final** (``rejoin``, default on): the drafters a memory leaves out *on the shipped prior's
 word alone* (:meth:`~leap.search.memory.SearchMemory.learnt_elsewhere`: never measured on this machine) are not dropped

@@ -106,16 +106,17 @@ class DraftingTally:
         by more than Student's t quantile (``confidence``, two-sided; its degrees of freedom Welch-Satterthwaite's
         over the variances' own, each n - 1) times the combined standard error (each ratio's the ratio estimator's:
         the spread of g - R s over sum s, Cochran 1977, chapter 6). False where either has fewer than two counted
-        steps. On Spec-Bench at B = 4 and T = 1, ``lowbit``'s and ``cascade``'s speedups after a first batch of 9-16 steps each stood 0.94 [0.82, 1.05]
-        and 0.99 [0.89, 1.09], 1.56 [1.42, 1.70] and 1.71 [1.36, 2.32] (bootstrap intervals,
-        ``docs/data/regret-amd-a4d3b97/b4-t1``, ``experiments/2026-12-02-kin-noise``): which was ahead was noise,
-        and the one kept drafted the rest of the run (:class:`~leap.search.batch.BatchSearch`'s ``kin_confidence``).
+        steps. On Spec-Bench at B = 4 and T = 1, ``lowbit``'s and ``cascade``'s speedups after a first batch of 9-16
+        steps each stood 0.94 [0.82, 1.05] and 0.99 [0.89, 1.09], 1.56 [1.42, 1.70] and 1.71 [1.36, 2.32] (bootstrap
+        intervals, ``docs/data/regret-amd-a4d3b97/b4-t1``, ``experiments/2026-12-02-kin-noise``): which was ahead was
+        noise, and the one kept drafted the rest of the run (:class:`~leap.search.batch.BatchSearch`'s
+        ``kin_confidence``).
 
         ``by_rows``: the two compared row count by row count - a stratified ratio (Cochran 1977, 6.10): each
         drafter's speedup at each row count where both have :attr:`STRATUM_STEPS` counted steps or more, weighted alike
         for both (by their steps there together), each row count's variance with its own degrees of freedom (a row
-        count of three steps is judged as the three steps it is: 5.75% false alarms in both directions at 0.95 where
-        the fewer steps less the row counts gave 7.5%, ``tests/core/policies/test_loss_budget.py``). A step at fewer
+        count of three steps is judged as the three steps it is: 5.75% false alarms in both directions at 0.95,
+        ``tests/core/policies/test_loss_budget.py``). A step at fewer
         rows gives far more over plain decoding than one at the batch's full rows (at one row 2 to 3 times, at four
         1.1 to 1.2, ``lowbit`` on Spec-Bench at T = 1), and which kin drafts a batch's tail is the bandit's choice,
         so pooled over rows the kin that drafted more of the tail reads ahead: ``cascade``, 2 of its 4 steps at one
